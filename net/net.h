@@ -1,0 +1,70 @@
+/* The one internal net interface: every NCCL net ABI version (plugin/net_abi.c)
+ * adapts onto these calls. Everything returns 0 or -errno; outputs are written
+ * only on success. "Not ready" is success with a NULL output (connect, accept,
+ * isend, irecv), as NCCL expects.
+ *
+ * Threads: init/devices/get_props/make_vdevice run on NCCL's application
+ * thread; the rest on proxy threads, possibly several at once for different
+ * comms. One comm is driven by one thread at a time.
+ * Units: bytes, Mbps, microseconds. */
+#ifndef RAIL_NET_H
+#define RAIL_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RAIL_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
+#define RAIL_NET_MAX_MEMBERS 4    /* NICs fused into one device */
+#define RAIL_NET_MAX_REQUESTS 32  /* in flight per comm, at least */
+#define RAIL_NET_PTR_HOST 0x1
+
+struct rail_net_props {
+  const char *name;     /* unique; fused devices are "eth0+eth1"; owned by the net layer */
+  const char *pci_path; /* NULL when the device has no PCI location */
+  uint64_t guid;
+  int ptr_support; /* RAIL_NET_PTR_* */
+  int reg_is_global;
+  int speed_mbps;
+  int port;
+  float latency_us;
+  int max_comms;
+  int max_recvs;
+  int ndevs; /* members (physical device indexes) */
+  int devs[RAIL_NET_MAX_MEMBERS];
+  size_t max_p2p_bytes;
+  size_t max_coll_bytes;
+  int numa; /* -1 if unknown */
+};
+
+/* Refcounted: discovery runs on the first init of the process; the last fini
+ * releases devices. init succeeds with 0 devices when nothing is usable. */
+int rail_net_init(void);
+void rail_net_fini(void);
+int rail_net_devices(int *ndev);
+int rail_net_get_props(int dev, struct rail_net_props *props);
+/* NCCL-driven fusion (NCCL_RAIL_FUSE=0): a new device index >= the current count. */
+int rail_net_make_vdevice(const int *members, int nmembers, int *dev);
+
+/* handle: RAIL_NET_HANDLE_BYTES, filled by listen, read by connect. */
+int rail_net_listen(int dev, void *handle, void **listen_comm);
+/* traffic_class: -1 = unset. NCCL calls again with the same handle while
+ * *send_comm comes back NULL. */
+int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm);
+int rail_net_accept(void *listen_comm, void **recv_comm);
+
+int rail_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+int rail_net_dereg_mr(void *comm, void *mhandle);
+
+/* *request is always written: a request, or NULL when it cannot be posted now. */
+int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                   void **request);
+int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+                   void **mhandles, void **request);
+/* sizes: NULL, or one int for a send, n ints for a receive; written when done. */
+int rail_net_test(void *request, int *done, int *sizes);
+
+int rail_net_close_send(void *send_comm);
+int rail_net_close_recv(void *recv_comm);
+int rail_net_close_listen(void *listen_comm);
+
+#endif

@@ -1,0 +1,47 @@
+/* Our own declarations of the NCCL plugin ABI types shared by net and tuner,
+ * written from shared/docs/nccl-abi.md (NCCL 2.28.9). No NCCL header is
+ * included or copied: only sizes, orders and values carry over.
+ * Layout: x86-64 LP64; enums are 4 bytes. Static asserts pin every size. */
+#ifndef RAIL_ABI_NCCL_COMMON_H
+#define RAIL_ABI_NCCL_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+} ncclResult_t;
+
+typedef enum {
+  NCCL_LOG_NONE = 0,
+  NCCL_LOG_VERSION = 1,
+  NCCL_LOG_WARN = 2,
+  NCCL_LOG_INFO = 3,
+  NCCL_LOG_ABORT = 4,
+  NCCL_LOG_TRACE = 5,
+} ncclDebugLogLevel;
+
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file,
+                                  int line, const char *fmt, ...);
+
+/* Collective ids as NCCL numbers them (ncclFunc_t). */
+typedef enum {
+  ncclFuncBroadcast = 0,
+  ncclFuncReduce = 1,
+  ncclFuncAllGather = 2,
+  ncclFuncReduceScatter = 3,
+  ncclFuncAllReduce = 4,
+  ncclFuncSendRecv = 5,
+  ncclFuncSend = 6,
+  ncclFuncRecv = 7,
+  ncclNumFuncs = 11,
+} ncclFunc_t;
+
+#endif

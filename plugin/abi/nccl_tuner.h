@@ -1,0 +1,93 @@
+/* Our declarations of NCCL's tuner plugin ABI, versions 2 to 5, from
+ * shared/docs/nccl-abi.md section 7. The cost table NCCL passes as float**
+ * is really one contiguous float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]. */
+#ifndef RAIL_ABI_NCCL_TUNER_H
+#define RAIL_ABI_NCCL_TUNER_H
+
+#include "plugin/abi/nccl_common.h"
+
+#define NCCL_NUM_ALGORITHMS 7
+#define NCCL_ALGO_UNDEF -1
+#define NCCL_ALGO_TREE 0
+#define NCCL_ALGO_RING 1
+#define NCCL_ALGO_COLLNET_DIRECT 2
+#define NCCL_ALGO_COLLNET_CHAIN 3
+#define NCCL_ALGO_NVLS 4
+#define NCCL_ALGO_NVLS_TREE 5
+#define NCCL_ALGO_PAT 6
+
+#define NCCL_NUM_PROTOCOLS 3
+#define NCCL_PROTO_UNDEF -1
+#define NCCL_PROTO_LL 0
+#define NCCL_PROTO_LL128 1
+#define NCCL_PROTO_SIMPLE 2
+
+/* Entry value NCCL uses for a disabled (algorithm, protocol). */
+#define NCCL_ALGO_PROTO_IGNORE -1.0f
+
+#define NCCL_HW_NVLINK 0
+#define NCCL_HW_PCI 1
+#define NCCL_HW_NET 2
+#define NCCL_NUM_HW_LINKS 3
+#define NCCL_NUM_COMPCAPS 4
+#define NCCL_NUM_TUNING_SCALES 3
+
+typedef struct {
+  int nNvlDomains;
+  int minRanksPerNvlDomain;
+  int maxRanksPerNvlDomain;
+} ncclNvlDomainInfo_v5_t;
+
+/* In/out: NCCL pre-fills its defaults and builds its model from them. */
+typedef struct {
+  double baseLatencies[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  double hwLatencies[NCCL_NUM_HW_LINKS][NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  double llMaxBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxRingLL128Bws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxTreeLL128Bws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxTreeBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxNVLSTreeBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+} ncclTunerConstants_v5_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                       ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+                       ncclTunerConstants_v5_t *constants);
+  ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int regBuff,
+                              int *nChannels);
+  ncclResult_t (*finalize)(void *ctx);
+} ncclTuner_v5_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **ctx);
+  ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int regBuff,
+                              int *nChannels);
+  ncclResult_t (*destroy)(void *ctx);
+} ncclTuner_v4_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **ctx);
+  ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int *nChannels);
+  ncclResult_t (*destroy)(void *ctx);
+} ncclTuner_v3_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **ctx);
+  ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                              int nvlsSupport, int numPipeOps, int *algorithm, int *protocol,
+                              int *nChannels);
+  ncclResult_t (*destroy)(void *ctx);
+} ncclTuner_v2_t;
+
+_Static_assert(sizeof(ncclTunerConstants_v5_t) == 1152, "tuner constants are 1152 bytes");
+_Static_assert(offsetof(ncclTunerConstants_v5_t, llMaxBws) == 672, "llMaxBws at 672");
+_Static_assert(offsetof(ncclTunerConstants_v5_t, perChMaxNVLSTreeBws) == 1056, "at 1056");
+
+#endif

@@ -1,0 +1,9 @@
+/* Placeholder until the owner of this command lands it. */
+#include <stdio.h>
+
+#include "tools/cli.h"
+
+int rail_cmd_bench(int argc, char **argv) {
+  fprintf(stderr, "nccl-rail bench: not built yet\n");
+  return 2;
+}

@@ -1,0 +1,141 @@
+/* The machine model: NUMA nodes, the PCI tree, GPUs, NICs, GPU-NIC paths and
+ * rail groups, plus the fingerprint peers compare.
+ *
+ * Ownership: a struct rail_topo is built by one of the loaders below and
+ * freed with rail_topo_free(); it is immutable afterwards, so readers on any
+ * thread need no lock. rail_topo_get() returns the process-wide instance the
+ * net plugin and the tuner share (built once, on first call, never freed
+ * before exit) and never fails: with no source it is an empty model.
+ * Errors: 0 or -errno; a loader logs once, naming the file and what is wrong. */
+#ifndef RAIL_TOPO_H
+#define RAIL_TOPO_H
+
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RAIL_TOPO_MAX_NUMA 16
+#define RAIL_TOPO_MAX_GPUS 32
+#define RAIL_TOPO_MAX_NICS 64
+#define RAIL_TOPO_MAX_PCI 512
+#define RAIL_TOPO_MAX_GROUPS RAIL_TOPO_MAX_NICS
+#define RAIL_TOPO_MAX_GROUP_NICS 4
+#define RAIL_TOPO_NAME 64
+#define RAIL_TOPO_PATH 256
+#define RAIL_TOPO_CPULIST 256
+
+/* GPU-NIC path types in nvidia-smi topo -m words, nearest first. */
+enum rail_path {
+  RAIL_PATH_PIX = 1,  /* at most one PCIe switch between them */
+  RAIL_PATH_PXB = 2,  /* several PCIe switches, no host bridge */
+  RAIL_PATH_PHB = 3,  /* through a PCIe host bridge */
+  RAIL_PATH_NODE = 4, /* between host bridges of one NUMA node */
+  RAIL_PATH_SYS = 5,  /* across the SMP interconnect between NUMA nodes */
+};
+const char *rail_path_name(enum rail_path p);
+
+enum rail_pci_kind { RAIL_PCI_HOSTBRIDGE, RAIL_PCI_SWITCH, RAIL_PCI_DEVICE };
+
+struct rail_topo_pci {
+  char bus_id[16]; /* "0000:3b:00.0"; host bridges may have a synthetic id */
+  enum rail_pci_kind kind;
+  unsigned class_id; /* PCI class, e.g. 0x0302 */
+  int parent;        /* index in pci[], -1 at a root */
+  int numa;          /* NUMA node index (rail_topo.numa[]), -1 if unknown */
+};
+
+struct rail_topo_numa {
+  int os_index;
+  char cpulist[RAIL_TOPO_CPULIST]; /* "0-23,48-71" */
+};
+
+struct rail_topo_gpu {
+  char bus_id[16];
+  int pci; /* index in pci[] */
+  int numa;
+};
+
+#define RAIL_NIC_IB 0x1        /* InfiniBand (0x0207) rather than Ethernet (0x0200) */
+#define RAIL_NIC_DOWN 0x2      /* link state is down */
+#define RAIL_NIC_SLOW 0x4      /* below the speed of its rail-group peers or its rating */
+#define RAIL_NIC_NO_PCI 0x8    /* virtual NIC: no PCI path (VMs, veth) */
+
+struct rail_topo_nic {
+  char name[RAIL_TOPO_NAME];     /* the netdev if known ("eth0"), else the RDMA device */
+  char netdev[RAIL_TOPO_NAME];   /* "" if none */
+  char rdma_dev[RAIL_TOPO_NAME]; /* "mlx5_0" or "" */
+  char bus_id[16];               /* "" for a virtual NIC */
+  char pci_path[RAIL_TOPO_PATH]; /* sysfs realpath, "" if unknown */
+  int pci;                       /* index in pci[], -1 if none */
+  int numa;                      /* -1 if unknown */
+  int speed_mbps;                /* 0 if unknown */
+  int flags;                     /* RAIL_NIC_* */
+  int group;                     /* index in groups[] */
+};
+
+/* NICs that serve the same GPUs: one fused device later. */
+struct rail_topo_group {
+  int nnics;
+  int nics[RAIL_TOPO_MAX_GROUP_NICS];
+  uint64_t gpu_mask; /* GPUs (indexes in gpus[]) this group is nearest to */
+  int numa;
+  char pci_path[RAIL_TOPO_PATH]; /* members' nearest common PCI ancestor, "" if none */
+  int speed_mbps;                /* sum over members */
+};
+
+/* What peers compare at connect; fixed 16 bytes, travels in the handle. */
+struct rail_topo_fp {
+  uint8_t version; /* RAIL_TOPO_FP_VERSION */
+  uint8_t ngpus;
+  uint8_t ngroups;        /* rails, i.e. fused devices */
+  uint8_t nics_per_group; /* the largest group */
+  uint32_t group_mbps;    /* speed of the fastest group */
+  uint32_t nic_mbps;      /* speed of the slowest used NIC */
+  uint32_t hash;          /* of the fields above plus NIC kinds */
+};
+#define RAIL_TOPO_FP_VERSION 1
+
+struct rail_topo {
+  char source[RAIL_TOPO_PATH]; /* "hwloc", "sysfs" or the file loaded */
+  int nnuma;
+  struct rail_topo_numa numa[RAIL_TOPO_MAX_NUMA];
+  int npci;
+  struct rail_topo_pci pci[RAIL_TOPO_MAX_PCI];
+  int ngpus;
+  struct rail_topo_gpu gpus[RAIL_TOPO_MAX_GPUS];
+  int nvswitches; /* PCI class 0x0680 devices of NVIDIA */
+  int nvlink;     /* 1 if the GPUs talk over NVLink (NCCL XML nvlink, or NVSwitch present) */
+  int nnics;
+  struct rail_topo_nic nics[RAIL_TOPO_MAX_NICS];
+  int ngroups;
+  struct rail_topo_group groups[RAIL_TOPO_MAX_GROUPS];
+  enum rail_path path[RAIL_TOPO_MAX_GPUS][RAIL_TOPO_MAX_NICS];
+};
+
+/* Loaders. Each fills rails, paths and groups before returning. */
+int rail_topo_load_file(const char *path, struct rail_topo **out); /* hwloc or NCCL XML */
+int rail_topo_discover(struct rail_topo **out); /* NCCL_RAIL_TOPO_FILE, else live hwloc+sysfs */
+void rail_topo_free(struct rail_topo *topo);
+const struct rail_topo *rail_topo_get(void);
+
+/* Lookups for the net plugin: NULL when the NIC is not in the model. */
+const struct rail_topo_nic *rail_topo_find_netdev(const struct rail_topo *topo, const char *netdev);
+/* CPUs of a NUMA node (index in numa[]); -ENOENT if unknown. */
+int rail_topo_numa_cpuset(const struct rail_topo *topo, int numa, cpu_set_t *set);
+
+void rail_topo_fingerprint(const struct rail_topo *topo, struct rail_topo_fp *fp);
+/* "2x(2x200G) 8 GPU" for logs; returns buf. */
+const char *rail_topo_fp_str(const struct rail_topo_fp *fp, char *buf, size_t len);
+
+/* Job-wide agreement. The net plugin reports each peer's fingerprint at
+ * connect; a mismatch is logged once with both fingerprints and the peer's
+ * name, and returns 1. The tuner asks rail_topo_fp_job_mismatch() and leaves
+ * NCCL's choice alone on a heterogeneous job. Thread-safe. */
+int rail_topo_fp_note_peer(const struct rail_topo_fp *peer, const char *peer_name);
+int rail_topo_fp_job_mismatch(void);
+
+/* Output of `nccl-rail topo`. */
+void rail_topo_print_text(const struct rail_topo *topo, FILE *out);
+void rail_topo_print_json(const struct rail_topo *topo, FILE *out);
+
+#endif
