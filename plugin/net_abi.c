@@ -1,0 +1,400 @@
+/* The net ABI shell: one exported const table per NCCL net version (v8 to
+ * v11, i.e. NCCL 2.20 to 2.29), each slot a thin adapter onto net/net.h.
+ * Nothing here decides anything: it converts argument shapes, installs
+ * NCCL's logger, always writes *request, and maps 0/-errno to ncclResult_t
+ * in one place (rail_abi_result). */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/net.h"
+#include "plugin/abi/nccl_net.h"
+#include "plugin/errors.h"
+#include "plugin/log.h"
+
+#define RAIL_EXPORT __attribute__((visibility("default")))
+#define RAIL_NET_NAME "Rail"
+
+/* Per-communicator context of v11. NCCL calls init once per communicator
+ * and finalize(ctx) at destroy, also after a failed init (ctx may be NULL). */
+struct rail_abi_ctx {
+  int traffic_class;
+};
+
+static void rail_abi_install_logger(ncclDebugLogger_t logger) {
+  /* ncclDebugLogger_t takes an enum level; ours an int of the same values. */
+  if (logger != NULL) rail_log_set_logger((rail_logger_fn)(void *)logger);
+}
+
+/* ---- properties -------------------------------------------------------- */
+
+static int rail_abi_props(int dev, ncclNetProperties_v11_t *out) {
+  struct rail_net_props p;
+  int rc = rail_net_get_props(dev, &p);
+
+  if (rc != 0) return rc;
+  memset(out, 0, sizeof(*out));
+  out->name = (char *)p.name;
+  out->pciPath = (char *)p.pci_path;
+  out->guid = p.guid;
+  out->ptrSupport = p.ptr_support;
+  out->regIsGlobal = p.reg_is_global;
+  out->forceFlush = 0;
+  out->speed = p.speed_mbps;
+  out->port = p.port;
+  out->latency = p.latency_us;
+  out->maxComms = p.max_comms;
+  out->maxRecvs = p.max_recvs;
+  out->netDeviceType = NCCL_NET_DEVICE_HOST;
+  out->netDeviceVersion = 0;
+  out->vProps.ndevs = p.ndevs;
+  memcpy(out->vProps.devs, p.devs, sizeof(out->vProps.devs));
+  out->maxP2pBytes = p.max_p2p_bytes;
+  out->maxCollBytes = p.max_coll_bytes;
+  out->maxMultiRequestSize = 1;
+  return 0;
+}
+
+static ncclResult_t rail_abi_get_props_v11(int dev, ncclNetProperties_v11_t *props) {
+  ncclNetProperties_v11_t p;
+  int rc = rail_abi_props(dev, &p);
+
+  if (rc == 0) *props = p;
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_get_props_v10(int dev, ncclNetProperties_v10_t *props) {
+  ncclNetProperties_v11_t p;
+  int rc = rail_abi_props(dev, &p);
+
+  /* v9/v10 are v11 without the trailing maxMultiRequestSize. */
+  if (rc == 0) memcpy(props, &p, sizeof(*props));
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_get_props_v8(int dev, ncclNetProperties_v8_t *props) {
+  ncclNetProperties_v11_t p;
+  int rc = rail_abi_props(dev, &p);
+
+  if (rc != 0) return rail_abi_result(rc);
+  props->name = p.name;
+  props->pciPath = p.pciPath;
+  props->guid = p.guid;
+  props->ptrSupport = p.ptrSupport;
+  props->regIsGlobal = p.regIsGlobal;
+  props->speed = p.speed;
+  props->port = p.port;
+  props->latency = p.latency;
+  props->maxComms = p.maxComms;
+  props->maxRecvs = p.maxRecvs;
+  props->netDeviceType = p.netDeviceType;
+  props->netDeviceVersion = p.netDeviceVersion;
+  return ncclSuccess;
+}
+
+/* ---- init and finalize ------------------------------------------------- */
+
+static ncclResult_t rail_abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
+                                      ncclDebugLogger_t logger, ncclProfilerCallback_t prof) {
+  struct rail_abi_ctx *c;
+  int rc;
+
+  *ctx = NULL;
+  rail_abi_install_logger(logger);
+  c = calloc(1, sizeof(*c));
+  if (c == NULL) return rail_abi_result(-ENOMEM);
+  c->traffic_class = config != NULL ? config->trafficClass : -1;
+  rc = rail_net_init();
+  if (rc != 0) {
+    free(c);
+    return rail_abi_result(rc);
+  }
+  *ctx = c;
+  return ncclSuccess;
+}
+
+static ncclResult_t rail_abi_finalize_v11(void *ctx) {
+  /* NULL after a failed init: nothing was taken, nothing to give back. */
+  if (ctx == NULL) return ncclSuccess;
+  rail_net_fini();
+  free(ctx);
+  return ncclSuccess;
+}
+
+/* NCCL 2.28's v6-v10 adapters call a NULL finalize if the old init fails,
+ * so these inits always succeed; a failed discovery shows as 0 devices. */
+static void rail_abi_init_legacy(ncclDebugLogger_t logger) {
+  rail_abi_install_logger(logger);
+  if (rail_net_init() != 0) RAIL_WARN("net initialisation failed; reporting no devices");
+}
+
+static ncclResult_t rail_abi_init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t prof) {
+  rail_abi_init_legacy(logger);
+  return ncclSuccess;
+}
+
+static ncclResult_t rail_abi_init_v8(ncclDebugLogger_t logger) {
+  rail_abi_init_legacy(logger);
+  return ncclSuccess;
+}
+
+static ncclResult_t rail_abi_devices(int *ndev) {
+  int n = 0;
+  int rc = rail_net_devices(&n);
+
+  if (rc == 0) *ndev = n;
+  return rail_abi_result(rc);
+}
+
+/* ---- connection setup -------------------------------------------------- */
+
+static ncclResult_t rail_abi_listen(int dev, void *handle, void **listen_comm) {
+  void *c = NULL;
+  int rc = rail_net_listen(dev, handle, &c);
+
+  if (rc == 0) *listen_comm = c;
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_listen_v11(void *ctx, int dev, void *handle, void **listen_comm) {
+  return rail_abi_listen(dev, handle, listen_comm);
+}
+
+static ncclResult_t rail_abi_connect(int dev, void *handle, int traffic_class, void **send_comm) {
+  void *c = NULL;
+  int rc = rail_net_connect(dev, handle, traffic_class, &c);
+
+  /* Written only on success: NCCL closes a non-NULL comm after an error. */
+  if (rc == 0) *send_comm = c;
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
+                                         ncclNetDeviceHandle_t **dev_comm) {
+  const struct rail_abi_ctx *c = ctx;
+  return rail_abi_connect(dev, handle, c != NULL ? c->traffic_class : -1, send_comm);
+}
+
+static ncclResult_t rail_abi_connect_v10(int dev, ncclNetCommConfig_t *config, void *handle,
+                                         void **send_comm, ncclNetDeviceHandle_t **dev_comm) {
+  return rail_abi_connect(dev, handle, config != NULL ? config->trafficClass : -1, send_comm);
+}
+
+static ncclResult_t rail_abi_connect_v8(int dev, void *handle, void **send_comm,
+                                        ncclNetDeviceHandle_t **dev_comm) {
+  return rail_abi_connect(dev, handle, -1, send_comm);
+}
+
+static ncclResult_t rail_abi_accept(void *listen_comm, void **recv_comm,
+                                    ncclNetDeviceHandle_t **dev_comm) {
+  void *c = NULL;
+  int rc = rail_net_accept(listen_comm, &c);
+
+  if (rc == 0) *recv_comm = c;
+  return rail_abi_result(rc);
+}
+
+/* ---- memory registration ----------------------------------------------- */
+
+static ncclResult_t rail_abi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
+  void *h = NULL;
+  int rc = rail_net_reg_mr(comm, data, size, type, &h);
+
+  if (rc == 0) *mhandle = h;
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_dereg_mr(void *comm, void *mhandle) {
+  return rail_abi_result(rail_net_dereg_mr(comm, mhandle));
+}
+
+/* ---- data path ----------------------------------------------------------- */
+
+static ncclResult_t rail_abi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                                   void *phandle, void **request) {
+  void *req = NULL;
+  int rc = rail_net_isend(send_comm, data, size, tag, mhandle, &req);
+
+  /* Always written: NULL tells NCCL to retry on its next progress pass. */
+  *request = rc == 0 ? req : NULL;
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_isend_v9(void *send_comm, void *data, size_t size, int tag,
+                                      void *mhandle, void **request) {
+  return rail_abi_isend(send_comm, data, size, tag, mhandle, NULL, request);
+}
+
+static ncclResult_t rail_abi_isend_v8(void *send_comm, void *data, int size, int tag,
+                                      void *mhandle, void **request) {
+  if (size < 0) {
+    *request = NULL;
+    RAIL_WARN("isend: negative size %d", size);
+    return rail_abi_result(-EINVAL);
+  }
+  return rail_abi_isend(send_comm, data, (size_t)size, tag, mhandle, NULL, request);
+}
+
+static ncclResult_t rail_abi_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                                   void **mhandles, void **phandles, void **request) {
+  void *req = NULL;
+  int rc = rail_net_irecv(recv_comm, n, data, sizes, tags, mhandles, &req);
+
+  /* Overwrites NCCL's 0x1 "optional completion" sentinel too. */
+  *request = rc == 0 ? req : NULL;
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_irecv_v9(void *recv_comm, int n, void **data, size_t *sizes,
+                                      int *tags, void **mhandles, void **request) {
+  return rail_abi_irecv(recv_comm, n, data, sizes, tags, mhandles, NULL, request);
+}
+
+static ncclResult_t rail_abi_irecv_v8(void *recv_comm, int n, void **data, int *sizes, int *tags,
+                                      void **mhandles, void **request) {
+  size_t wide[NCCL_NET_MAX_REQUESTS];
+
+  if (n < 1 || n > NCCL_NET_MAX_REQUESTS) {
+    *request = NULL;
+    RAIL_WARN("irecv: %d buffers requested, at most %d supported", n, NCCL_NET_MAX_REQUESTS);
+    return rail_abi_result(-EINVAL);
+  }
+  for (int i = 0; i < n; i++) wide[i] = sizes[i] < 0 ? 0 : (size_t)sizes[i];
+  return rail_abi_irecv(recv_comm, n, data, wide, tags, mhandles, NULL, request);
+}
+
+/* Host memory only (ptrSupport = HOST): NCCL never needs a flush, and a
+ * NULL request means "already complete". */
+static ncclResult_t rail_abi_iflush(void *recv_comm, int n, void **data, int *sizes,
+                                    void **mhandles, void **request) {
+  *request = NULL;
+  return ncclSuccess;
+}
+
+static ncclResult_t rail_abi_test(void *request, int *done, int *sizes) {
+  int d = 0;
+  int rc = rail_net_test(request, &d, sizes);
+
+  *done = rc == 0 ? d : 0;
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_close_send(void *comm) { return rail_abi_result(rail_net_close_send(comm)); }
+static ncclResult_t rail_abi_close_recv(void *comm) { return rail_abi_result(rail_net_close_recv(comm)); }
+static ncclResult_t rail_abi_close_listen(void *comm) {
+  return rail_abi_result(rail_net_close_listen(comm));
+}
+
+/* Device offload (UNPACK) only: nothing to consume for a host plugin. */
+static ncclResult_t rail_abi_irecv_consumed(void *recv_comm, int n, void *request) {
+  return ncclSuccess;
+}
+
+static ncclResult_t rail_abi_make_vdevice(int *d, ncclNetVDeviceProps_t *props) {
+  int dev = -1;
+  int rc;
+
+  if (props == NULL) return rail_abi_result(-EINVAL);
+  rc = rail_net_make_vdevice(props->devs, props->ndevs, &dev);
+  if (rc == 0) *d = dev;
+  return rail_abi_result(rc);
+}
+
+/* A hint about concurrency per operation; sockets have nothing to tune. */
+static ncclResult_t rail_abi_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr) { return ncclSuccess; }
+
+/* ---- the exported tables ------------------------------------------------- */
+
+RAIL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+    .name = RAIL_NET_NAME,
+    .init = rail_abi_init_v11,
+    .devices = rail_abi_devices,
+    .getProperties = rail_abi_get_props_v11,
+    .listen = rail_abi_listen_v11,
+    .connect = rail_abi_connect_v11,
+    .accept = rail_abi_accept,
+    .regMr = rail_abi_reg_mr,
+    .regMrDmaBuf = NULL, /* ptrSupport has no DMABUF */
+    .deregMr = rail_abi_dereg_mr,
+    .isend = rail_abi_isend,
+    .irecv = rail_abi_irecv,
+    .iflush = rail_abi_iflush,
+    .test = rail_abi_test,
+    .closeSend = rail_abi_close_send,
+    .closeRecv = rail_abi_close_recv,
+    .closeListen = rail_abi_close_listen,
+    .getDeviceMr = NULL,
+    .irecvConsumed = rail_abi_irecv_consumed,
+    .makeVDevice = rail_abi_make_vdevice,
+    .finalize = rail_abi_finalize_v11,
+    .setNetAttr = rail_abi_set_net_attr,
+};
+
+RAIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+    .name = RAIL_NET_NAME,
+    .init = rail_abi_init_v10,
+    .devices = rail_abi_devices,
+    .getProperties = rail_abi_get_props_v10,
+    .listen = rail_abi_listen,
+    .connect = rail_abi_connect_v10,
+    .accept = rail_abi_accept,
+    .regMr = rail_abi_reg_mr,
+    .regMrDmaBuf = NULL,
+    .deregMr = rail_abi_dereg_mr,
+    .isend = rail_abi_isend,
+    .irecv = rail_abi_irecv,
+    .iflush = rail_abi_iflush,
+    .test = rail_abi_test,
+    .closeSend = rail_abi_close_send,
+    .closeRecv = rail_abi_close_recv,
+    .closeListen = rail_abi_close_listen,
+    .getDeviceMr = NULL,
+    .irecvConsumed = rail_abi_irecv_consumed,
+    .makeVDevice = rail_abi_make_vdevice,
+};
+
+RAIL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+    .name = RAIL_NET_NAME,
+    .init = rail_abi_init_v8,
+    .devices = rail_abi_devices,
+    .getProperties = rail_abi_get_props_v10,
+    .listen = rail_abi_listen,
+    .connect = rail_abi_connect_v8,
+    .accept = rail_abi_accept,
+    .regMr = rail_abi_reg_mr,
+    .regMrDmaBuf = NULL,
+    .deregMr = rail_abi_dereg_mr,
+    .isend = rail_abi_isend_v9,
+    .irecv = rail_abi_irecv_v9,
+    .iflush = rail_abi_iflush,
+    .test = rail_abi_test,
+    .closeSend = rail_abi_close_send,
+    .closeRecv = rail_abi_close_recv,
+    .closeListen = rail_abi_close_listen,
+    .getDeviceMr = NULL,
+    .irecvConsumed = rail_abi_irecv_consumed,
+    .makeVDevice = rail_abi_make_vdevice,
+};
+
+RAIL_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+    .name = RAIL_NET_NAME,
+    .init = rail_abi_init_v8,
+    .devices = rail_abi_devices,
+    .getProperties = rail_abi_get_props_v8,
+    .listen = rail_abi_listen,
+    .connect = rail_abi_connect_v8,
+    .accept = rail_abi_accept,
+    .regMr = rail_abi_reg_mr,
+    .regMrDmaBuf = NULL,
+    .deregMr = rail_abi_dereg_mr,
+    .isend = rail_abi_isend_v8,
+    .irecv = rail_abi_irecv_v8,
+    .iflush = rail_abi_iflush,
+    .test = rail_abi_test,
+    .closeSend = rail_abi_close_send,
+    .closeRecv = rail_abi_close_recv,
+    .closeListen = rail_abi_close_listen,
+    .getDeviceMr = NULL,
+    .irecvConsumed = rail_abi_irecv_consumed,
+};

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing nccl-rail needs on Debian/Ubuntu, only
+# when something is missing (so a second run costs nothing).
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config libhwloc-dev hwloc iproute2 iperf3 binutils
+      python3 libibverbs-dev librdmacm-dev procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "nccl-rail: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >/dev/null
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Passes the tests on a fresh Debian/Ubuntu machine: installs what is
+# missing, builds with warnings as errors, runs every ctest entry (unit, ABI
+# harness, and, as root, the network-namespace rigs), then the unit tests
+# again under ASan+UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+scripts/build.sh
+build=${RAIL_BUILD_DIR:-build}
+(cd "$build" && ctest --output-on-failure --timeout 600)
+
+# Sanitizers catch what a green run hides: leaks, overflows, UB.
+RAIL_BUILD_DIR=${build}-asan scripts/build.sh -DRAIL_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
+(cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+   ctest --output-on-failure --timeout 600 -R '^unit\.')
