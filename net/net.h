@@ -63,8 +63,30 @@ int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, con
 /* sizes: NULL, or one int for a send, n ints for a receive; written when done. */
 int rail_net_test(void *request, int *done, int *sizes);
 
+/* Close in any state (mid-connect is NCCL's handle, not a comm; with
+ * requests in flight; after errors): threads are joined, sockets closed,
+ * memory freed. A send comm first lets its last inline messages reach the
+ * kernel, waiting at most a second. Never blocks longer. */
 int rail_net_close_send(void *send_comm);
 int rail_net_close_recv(void *recv_comm);
 int rail_net_close_listen(void *listen_comm);
+
+/* Largest message: test() reports sizes as int, so anything above INT_MAX
+ * cannot be reported; 1 GiB is the largest power of two below, and what
+ * NCCL's own adapters assume for older plugins. */
+#define RAIL_NET_MAX_P2P_BYTES (1ull << 30)
+
+/* What a connection has carried, for tests, `nccl-rail bench` and logs. */
+struct rail_net_stats {
+  int nrails;
+  int control_rail;                       /* rail carrying the control channel now */
+  int rail_up[RAIL_NET_MAX_MEMBERS];      /* 0 once a rail is abandoned */
+  int rail_streams[RAIL_NET_MAX_MEMBERS]; /* live data streams */
+  uint64_t rail_bytes[RAIL_NET_MAX_MEMBERS]; /* payload bytes sent (send comm) or received */
+  double rail_weight[RAIL_NET_MAX_MEMBERS];  /* send comm: current striping weights */
+  uint64_t resent_chunks;                    /* send comm: chunks sent again after a stream died */
+};
+/* comm: a send or recv comm. */
+int rail_net_comm_stats(void *comm, struct rail_net_stats *stats);
 
 #endif

@@ -71,6 +71,7 @@ struct rail_topo_nic {
   int speed_mbps;                /* 0 if unknown */
   int flags;                     /* RAIL_NIC_* */
   int group;                     /* index in groups[] */
+  char note[128];                /* why it is flagged DOWN/SLOW, "" if not */
 };
 
 /* NICs that serve the same GPUs: one fused device later. */
@@ -81,6 +82,7 @@ struct rail_topo_group {
   int numa;
   char pci_path[RAIL_TOPO_PATH]; /* members' nearest common PCI ancestor, "" if none */
   int speed_mbps;                /* sum over members */
+  int pci;                       /* index in pci[] of that ancestor (a lone NIC: its own), -1 if none */
 };
 
 /* What peers compare at connect; fixed 16 bytes, travels in the handle. */
@@ -122,6 +124,13 @@ const struct rail_topo *rail_topo_get(void);
 const struct rail_topo_nic *rail_topo_find_netdev(const struct rail_topo *topo, const char *netdev);
 /* CPUs of a NUMA node (index in numa[]); -ENOENT if unknown. */
 int rail_topo_numa_cpuset(const struct rail_topo *topo, int numa, cpu_set_t *set);
+
+/* Path between two PCI nodes (indexes in pci[], -1 for none: then by NUMA
+ * node), e.g. GPU to GPU. */
+enum rail_path rail_topo_pci_path(const struct rail_topo *topo, int pci_a, int pci_b);
+/* 1 if the plugin will use group gi: some member is up, and it is not
+ * virtual while physical NICs are up. The fingerprint counts only these. */
+int rail_topo_group_used(const struct rail_topo *topo, int gi);
 
 void rail_topo_fingerprint(const struct rail_topo *topo, struct rail_topo_fp *fp);
 /* "2x(2x200G) 8 GPU" for logs; returns buf. */

@@ -1,0 +1,157 @@
+/* The tuner ABI shell: one exported const table per NCCL tuner version (v2 to
+ * v5, i.e. NCCL 2.19 to 2.29), each slot a thin adapter onto tuner/tuner.h.
+ * Nothing here decides anything: it converts argument shapes, installs
+ * NCCL's logger, and maps 0/-errno to ncclResult_t in one place
+ * (rail_abi_result). Every entry point returns success: an error from init
+ * fails the communicator and one from getCollInfo fails the collective
+ * (nccl-abi.md section 1), while a tuner that cannot decide only has to
+ * leave NCCL's choice. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/abi/nccl_tuner.h"
+#include "plugin/errors.h"
+#include "plugin/log.h"
+#include "tuner/tuner.h"
+
+#define RAIL_EXPORT __attribute__((visibility("default")))
+#define RAIL_TUNER_NAME "Rail"
+
+/* The internal ids are NCCL's, so the cost table indexes the same way. */
+_Static_assert(RAIL_ALGO_TREE == NCCL_ALGO_TREE && RAIL_ALGO_RING == NCCL_ALGO_RING &&
+                   RAIL_ALGO_COLLNET_DIRECT == NCCL_ALGO_COLLNET_DIRECT &&
+                   RAIL_ALGO_COLLNET_CHAIN == NCCL_ALGO_COLLNET_CHAIN &&
+                   RAIL_ALGO_NVLS == NCCL_ALGO_NVLS && RAIL_ALGO_NVLS_TREE == NCCL_ALGO_NVLS_TREE &&
+                   RAIL_ALGO_PAT == NCCL_ALGO_PAT && RAIL_ALGO_COUNT == NCCL_NUM_ALGORITHMS,
+               "algorithm ids are NCCL's");
+_Static_assert(RAIL_PROTO_LL == NCCL_PROTO_LL && RAIL_PROTO_LL128 == NCCL_PROTO_LL128 &&
+                   RAIL_PROTO_SIMPLE == NCCL_PROTO_SIMPLE && RAIL_PROTO_COUNT == NCCL_NUM_PROTOCOLS,
+               "protocol ids are NCCL's");
+_Static_assert((int)RAIL_COLL_BROADCAST == (int)ncclFuncBroadcast &&
+                   (int)RAIL_COLL_REDUCE == (int)ncclFuncReduce &&
+                   (int)RAIL_COLL_ALLGATHER == (int)ncclFuncAllGather &&
+                   (int)RAIL_COLL_REDUCESCATTER == (int)ncclFuncReduceScatter &&
+                   (int)RAIL_COLL_ALLREDUCE == (int)ncclFuncAllReduce,
+               "collective ids are NCCL's");
+
+static void rail_tuner_abi_logger(ncclDebugLogger_t logger) {
+  /* ncclDebugLogger_t takes an enum level; ours an int of the same values. */
+  if (logger != NULL) rail_log_set_logger((rail_logger_fn)(void *)logger);
+}
+
+/* Builds the context; on failure (memory) the communicator goes on with
+ * NCCL's own choices: ctx NULL is an inactive tuner everywhere below. */
+static ncclResult_t rail_tuner_abi_create(size_t nRanks, size_t nNodes, int nvl_spans_nodes,
+                                          void **ctx) {
+  struct rail_tuner_env env;
+  struct rail_tuner_ctx *c = NULL;
+  int rc;
+
+  rail_tuner_env_read(&env);
+  env.nvlink_spans_nodes = nvl_spans_nodes;
+  rc = rail_tuner_create(nRanks, nNodes, &env, &c);
+  if (rc != 0) {
+    RAIL_WARN("tuner: no context for a communicator of %zu ranks: %s; NCCL keeps its own choices",
+              nRanks, strerror(-rc));
+    c = NULL;
+  }
+  *ctx = c;
+  return rail_abi_result(0);
+}
+
+static ncclResult_t rail_tuner_abi_init_v5(void **ctx, uint64_t commId, size_t nRanks,
+                                           size_t nNodes, ncclDebugLogger_t logFunction,
+                                           ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+                                           ncclTunerConstants_v5_t *constants) {
+  /* constants are in/out; we choose per call instead of reshaping NCCL's
+   * model, so they are left exactly as NCCL filled them. */
+  int spans = nvlDomainInfo != NULL && nvlDomainInfo->nNvlDomains > 0 &&
+              (size_t)nvlDomainInfo->nNvlDomains < nNodes;
+  rail_tuner_abi_logger(logFunction);
+  return rail_tuner_abi_create(nRanks, nNodes, spans, ctx);
+}
+
+static ncclResult_t rail_tuner_abi_init_v4(size_t nRanks, size_t nNodes,
+                                           ncclDebugLogger_t logFunction, void **ctx) {
+  rail_tuner_abi_logger(logFunction);
+  return rail_tuner_abi_create(nRanks, nNodes, 0, ctx);
+}
+
+static ncclResult_t rail_tuner_abi_get_coll_info_v4(void *ctx, ncclFunc_t collType, size_t nBytes,
+                                                    int numPipeOps, float **collCostTable,
+                                                    int numAlgo, int numProto, int regBuff,
+                                                    int *nChannels) {
+  /* The float** is one contiguous float[numAlgo][numProto]. */
+  int rc = rail_tuner_get_coll_info(ctx, (int)collType, nBytes, numPipeOps, (float *)collCostTable,
+                                    numAlgo, numProto, nChannels);
+  return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_tuner_abi_get_coll_info_v3(void *ctx, ncclFunc_t collType, size_t nBytes,
+                                                    int numPipeOps, float **collCostTable,
+                                                    int numAlgo, int numProto, int *nChannels) {
+  return rail_tuner_abi_get_coll_info_v4(ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo,
+                                         numProto, 0, nChannels);
+}
+
+/* v2 has no table: what NCCL allows is reduced to two flags, and we answer
+ * with an (algorithm, protocol). NCCL applies it only if that entry of its
+ * own table is enabled, so an LL128 answer where LL128 is off is harmless. */
+static ncclResult_t rail_tuner_abi_get_coll_info_v2(void *ctx, ncclFunc_t collType, size_t nBytes,
+                                                    int collNetSupport, int nvlsSupport,
+                                                    int numPipeOps, int *algorithm, int *protocol,
+                                                    int *nChannels) {
+  float table[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++) table[a][p] = 1.0f;
+  for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
+    if (!nvlsSupport)
+      table[RAIL_ALGO_NVLS][p] = table[RAIL_ALGO_NVLS_TREE][p] = NCCL_ALGO_PROTO_IGNORE;
+    if (!collNetSupport)
+      table[RAIL_ALGO_COLLNET_DIRECT][p] = table[RAIL_ALGO_COLLNET_CHAIN][p] =
+          NCCL_ALGO_PROTO_IGNORE;
+  }
+  rail_tuner_get_coll_info(ctx, (int)collType, nBytes, numPipeOps, &table[0][0], RAIL_ALGO_COUNT,
+                           RAIL_PROTO_COUNT, nChannels);
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (table[a][p] == 0.0f) {
+        *algorithm = a;
+        *protocol = p;
+      }
+  return rail_abi_result(0);
+}
+
+static ncclResult_t rail_tuner_abi_finalize(void *ctx) {
+  rail_tuner_destroy(ctx);
+  return rail_abi_result(0);
+}
+
+RAIL_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {
+    .name = RAIL_TUNER_NAME,
+    .init = rail_tuner_abi_init_v5,
+    .getCollInfo = rail_tuner_abi_get_coll_info_v4,
+    .finalize = rail_tuner_abi_finalize,
+};
+
+RAIL_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
+    .name = RAIL_TUNER_NAME,
+    .init = rail_tuner_abi_init_v4,
+    .getCollInfo = rail_tuner_abi_get_coll_info_v4,
+    .destroy = rail_tuner_abi_finalize,
+};
+
+RAIL_EXPORT const ncclTuner_v3_t ncclTunerPlugin_v3 = {
+    .name = RAIL_TUNER_NAME,
+    .init = rail_tuner_abi_init_v4,
+    .getCollInfo = rail_tuner_abi_get_coll_info_v3,
+    .destroy = rail_tuner_abi_finalize,
+};
+
+RAIL_EXPORT const ncclTuner_v2_t ncclTunerPlugin_v2 = {
+    .name = RAIL_TUNER_NAME,
+    .init = rail_tuner_abi_init_v4,
+    .getCollInfo = rail_tuner_abi_get_coll_info_v2,
+    .destroy = rail_tuner_abi_finalize,
+};

@@ -1,0 +1,31 @@
+#!/bin/sh
+# ctest abi.bench: `nccl-rail bench` runs end to end through the plugin,
+# both as a forked pair (--json parsed for every field the docs quote) and
+# as two independent processes joined by a handle file (--listen/--connect,
+# the mode the two-namespace rig uses). Figures are not judged here: a
+# loaded CI machine says nothing about the plugin's speed.
+set -u
+cli=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+short="--quick --max-bytes 4M --seconds 0.05 --lat-iters 200 --no-iperf3"
+fail() { echo "FAIL: $*"; for f in "$dir"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
+
+"$cli" bench $short --json >"$dir/fork.json" 2>"$dir/fork.err" || fail "forked bench exited $?"
+for key in '"plugin": "Rail"' '"sizes"' '"oneway_GBps"' '"raw_oneway_GBps"' '"twoway_GBps"' \
+           '"raw_twoway_GBps"' '"plugin_p50"' '"raw_p50"' '"throughput_4MiB_up"' '"round_trip"'; do
+  grep -q "$key" "$dir/fork.json" || fail "no $key in the JSON"
+done
+if command -v python3 >/dev/null; then
+  python3 -m json.tool "$dir/fork.json" >/dev/null || fail "the JSON does not parse"
+fi
+
+"$cli" bench $short --min-bytes 4M --max-bytes 4M --listen --handle-file "$dir/handle" \
+  >"$dir/listen.out" 2>"$dir/listen.err" &
+listener=$!
+"$cli" bench --connect "$dir/handle" >"$dir/connect.out" 2>"$dir/connect.err" ||
+  fail "bench --connect exited $?"
+wait $listener || fail "bench --listen exited $?"
+grep -q '4 MiB' "$dir/listen.out" || fail "no 4 MiB row from the listener"
+grep -q 'round trip' "$dir/listen.out" || fail "no round trip from the listener"
+echo "ok: nccl-rail bench, forked and over a handle file"

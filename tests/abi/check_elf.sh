@@ -1,0 +1,64 @@
+#!/bin/sh
+# ELF-level checks of the plugin .so (ctest abi.exports, abi.no_libibverbs).
+#
+# exports: `nm -D --defined-only` must list exactly NCCL's eight tables,
+#   each a data object of its ABI size (nccl-abi.md sections 3, 4 and 7).
+#   Nothing else is allowed, linker symbols included: the anonymous version
+#   script (plugin/exports.map, `local: *`) makes _edata, _end and
+#   __bss_start local, _init/_fini are reached through DT_INIT/DT_FINI and
+#   never enter .dynsym, and an anonymous script defines no version node
+#   symbol. A symbol that leaks past it would be bound by NCCL's process
+#   and could clash with another plugin's, so any extra name fails.
+# no_libibverbs: the .so must load on hosts without rdma-core: no NEEDED
+#   entry for libibverbs/librdmacm/libmlx5 and no undefined ibv_ symbol
+#   (verbs, if ever used, come through dlopen).
+set -u
+mode=$1
+so=$2
+[ -f "$so" ] || { echo "FAIL: $so does not exist"; exit 1; }
+
+case $mode in
+exports)
+  # name size: 8-byte slots, v8 19, v9/v10 20, v11 22; tuner tables 4.
+  expected='ncclNetPlugin_v10 160
+ncclNetPlugin_v11 176
+ncclNetPlugin_v8 152
+ncclNetPlugin_v9 160
+ncclTunerPlugin_v2 32
+ncclTunerPlugin_v3 32
+ncclTunerPlugin_v4 32
+ncclTunerPlugin_v5 32'
+  # With -S a line is "value size type name"; objects only (type D/R/B).
+  actual=$(nm -D --defined-only -S "$so" | while read -r value size type name rest; do
+    case $type in
+    [DdRrBb]) [ -n "$name" ] && [ -z "$rest" ] && echo "$name $((0x$size))" && continue ;;
+    esac
+    echo "unexpected: $value $size $type $name $rest"
+  done | LC_ALL=C sort)
+  if [ "$actual" != "$expected" ]; then
+    echo "FAIL: exported symbols of $so"
+    echo "--- expected"; echo "$expected"
+    echo "--- actual (nm -D --defined-only -S)"; nm -D --defined-only -S "$so"
+    exit 1
+  fi
+  echo "ok: exactly the 8 NCCL tables are exported, with their ABI sizes"
+  ;;
+no_libibverbs)
+  needed=$(readelf -d "$so" | grep NEEDED)
+  echo "$needed"
+  if echo "$needed" | grep -Eq 'libibverbs|librdmacm|libmlx'; then
+    echo "FAIL: $so links an RDMA library directly"
+    exit 1
+  fi
+  if nm -D --undefined-only "$so" | grep -q ' ibv_'; then
+    echo "FAIL: $so has undefined ibv_ symbols"
+    nm -D --undefined-only "$so" | grep ' ibv_'
+    exit 1
+  fi
+  echo "ok: no RDMA library in NEEDED, no undefined ibv_ symbol"
+  ;;
+*)
+  echo "usage: check_elf.sh exports|no_libibverbs LIB.so"
+  exit 2
+  ;;
+esac

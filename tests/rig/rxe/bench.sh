@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench.sh - inside the rxe VM: RDMA-write throughput of perftest's
+# ib_write_bw and of nccl-rail's verbs wire over the same devices, the same
+# message sizes, the same number of queue pairs, alternating A/B so that both
+# see the same (noisy, emulated) machine. Prints one table row per run and a
+# summary with the ratio; `RAIL_RXE_OUT/bench.txt` gets the same.
+#
+# usage (in the VM, e.g. through rxe-vm.sh run):
+#   bench.sh WIRE_TEST [--sizes "1048576 4194304"] [--qps "1"] [--reps 3]
+#            [--bytes TOTAL] [--idle-us N]
+# The two sides share the VM's CPUs with the soft-RoCE kernel work. perftest's
+# server sleeps during the test; our harness sleeps --idle-us (default 200)
+# when a pass over its requests completes nothing, so neither side's polling
+# starves the kernel. Exit 0 when every size reaches --target (default 0.9)
+# of ib_write_bw on average, 1 otherwise.
+set -uo pipefail
+
+wire=${1:?usage: bench.sh WIRE_TEST [options]}
+shift
+sizes="1048576 4194304"
+qps_list="1"
+reps=3
+total=$((100 << 20))
+idle=200
+target=0.9
+while [ $# -gt 0 ]; do
+	case "$1" in
+		--sizes) sizes=$2; shift 2 ;;
+		--qps) qps_list=$2; shift 2 ;;
+		--reps) reps=$2; shift 2 ;;
+		--bytes) total=$2; shift 2 ;;
+		--idle-us) idle=$2; shift 2 ;;
+		--target) target=$2; shift 2 ;;
+		*) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+out=${RAIL_RXE_OUT:-/tmp}/bench.txt
+: > "$out"
+report() { echo "$*" | tee -a "$out"; }
+
+# ib_write_bw between rxe0 (client, writer) and rxe1 (server) over GID 1
+# (RoCE v2 IPv4, as perftest needs to be told); prints average MB/s.
+perftest() { # size qps iters
+	local srv=/tmp/ib_write_bw.srv
+	ib_write_bw -d rxe1 -x 1 -F -s "$1" -q "$2" -n "$3" > "$srv" 2>&1 &
+	local spid=$!
+	sleep 2 # the server needs a head start; TCG is slow to start processes
+	timeout 120 ib_write_bw -d rxe0 -x 1 -F -s "$1" -q "$2" -n "$3" 192.168.81.2 2>&1 |
+		awk -v s="$1" '$1 == s && NF >= 4 { print $4 }'
+	wait "$spid" 2>/dev/null
+}
+
+ours() { # size qps iters
+	timeout 300 "$wire" bw --send rxe0 --recv rxe1 --size "$1" --qps "$2" --iters "$3" --idle-us "$idle" 2>/dev/null |
+		sed -n 's/^RESULT bw_MBps=\([0-9.]*\).*/\1/p'
+}
+
+fail=0
+report "# ib_write_bw vs nccl-rail verbs wire, rxe0 -> rxe1, MB/s (10^6 B/s), $reps alternating runs"
+report "# kernel $(uname -r), $(nproc) vCPU, $(ib_write_bw --version 2>&1 | head -n1)"
+report "size_bytes qps run ib_write_bw nccl_rail ratio"
+for q in $qps_list; do
+	for s in $sizes; do
+		iters=$(( total / s )); [ "$iters" -lt 20 ] && iters=20
+		sum_p=0; sum_o=0
+		for r in $(seq 1 "$reps"); do
+			p=$(perftest "$s" "$q" "$iters"); o=$(ours "$s" "$q" "$iters")
+			p=${p:-0}; o=${o:-0}
+			report "$s $q $r $p $o $(awk -v a="$o" -v b="$p" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')"
+			sum_p=$(awk -v a="$sum_p" -v b="$p" 'BEGIN { print a + b }')
+			sum_o=$(awk -v a="$sum_o" -v b="$o" 'BEGIN { print a + b }')
+		done
+		ratio=$(awk -v a="$sum_o" -v b="$sum_p" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
+		report "SUMMARY size=$s qps=$q ib_write_bw_avg=$(awk -v a="$sum_p" -v n="$reps" 'BEGIN { printf "%.2f", a / n }') nccl_rail_avg=$(awk -v a="$sum_o" -v n="$reps" 'BEGIN { printf "%.2f", a / n }') ratio=$ratio"
+		awk -v r="$ratio" -v t="$target" 'BEGIN { exit !(r >= t) }' || fail=1
+	done
+done
+exit $fail

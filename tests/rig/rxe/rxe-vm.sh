@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# rxe-vm.sh - nccl-rail's soft-RoCE rig: real RDMA verbs on a host without
+# RDMA hardware. A qemu VM (TCG: KVM does not work on our CI machines) boots
+# Debian's stock kernel, loads rdma_rxe, builds two rails out of two veth
+# pairs with one rxe device on each end, runs one command and powers off.
+#
+#   rxe-vm.sh build               install what is missing, fetch the kernel,
+#                                 make the initramfs (cached; idempotent)
+#   rxe-vm.sh run [--] CMD [ARG]  boot, run CMD in the current directory,
+#                                 exit with CMD's status (125: no status)
+#   rxe-vm.sh check               boot and check that the four ports are ACTIVE
+#
+# The guest's root file system is the host's, read-only over virtio-9p with
+# a tmpfs overlay, so binaries built on the host (build trees, /tmp) run as
+# they are and may write anywhere; only $RAIL_RXE_OUT survives the VM.
+#
+# What CMD sees (one network namespace; see setup_rails for why):
+#   rail A: rxe0 on va0 192.168.81.1  <->  rxe1 on va1 192.168.81.2
+#   rail B: rxe2 on vb0 192.168.82.1  <->  rxe3 on vb1 192.168.82.2
+#   RAIL_RXE_SEND=rxe0,rxe2  RAIL_RXE_RECV=rxe1,rxe3  RAIL_RXE_OUT=<host dir>
+# Taking va0/vb0 (or its peer) down takes both devices of that rail down.
+#
+# Needs root (qemu reads the whole root fs over 9p; apt-get). Without root,
+# or when qemu cannot be installed, it exits 77 so that ctest says SKIP.
+# Knobs: RAIL_RXE_DIR (cache, /var/tmp/nccl-rail-rxe), RAIL_RXE_MEM (MiB,
+# 2048), RAIL_RXE_SMP (min(nproc,4)), RAIL_RXE_TIMEOUT (s, 600),
+# RAIL_RXE_NO_APT=1 (never call apt-get), RAIL_RXE_KEEP=1 (keep the run dir).
+set -euo pipefail
+
+DIR=${RAIL_RXE_DIR:-/var/tmp/nccl-rail-rxe}
+SKIP=77
+
+say() { printf '[rxe-vm] %s\n' "$*" >&2; }
+
+# Debian packages: the emulator and initramfs tools on the host side, and
+# the verbs user space (rxe provider, perftest for the baseline) that the
+# guest runs from the host's file system.
+HOST_PKGS=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd iproute2 rdma-core
+           ibverbs-providers ibverbs-utils perftest)
+# Kernel modules for the guest; their dependencies are resolved below.
+# crc32_generic: rdma_rxe asks the crypto API for "crc32" by name, which
+# modprobe's dependency list does not show.
+GUEST_MODS=(virtio_pci 9pnet_virtio 9p overlay veth crc32_generic rdma_rxe ib_uverbs)
+
+need_root() {
+	if [ "$(id -u)" -ne 0 ]; then
+		say "needs root (9p export of /, apt-get): skipping"
+		exit $SKIP
+	fi
+}
+
+install_missing() {
+	local missing=() p
+	for p in "${HOST_PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "${RAIL_RXE_NO_APT:-0}" = 1 ]; then
+		say "missing packages ${missing[*]} and RAIL_RXE_NO_APT=1: skipping"
+		exit $SKIP
+	fi
+	say "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+		apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 || {
+			say "cannot install ${missing[*]}: skipping"
+			exit $SKIP
+		}
+	fi
+}
+
+# The newest kernel image package that linux-image-amd64 points at, unpacked
+# under $DIR/kernel; its version string is kept in $DIR/kernel.version.
+fetch_kernel() {
+	[ -s "$DIR/kernel.version" ] && [ -d "$DIR/kernel/lib/modules" ] && return 0
+	local pkg tmp
+	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1)
+	if [ -z "$pkg" ]; then
+		say "apt knows no linux-image-amd64 (apt-get update?): skipping"
+		exit $SKIP
+	fi
+	tmp=$(mktemp -d "$DIR/dl.XXXXXX")
+	chmod 777 "$tmp" # apt's sandbox user (_apt) writes the .deb here
+	say "fetching $pkg"
+	(cd "$tmp" && apt-get download -q "$pkg" >&2) || { rm -rf "$tmp"; say "download failed: skipping"; exit $SKIP; }
+	rm -rf "$DIR/kernel"
+	dpkg-deb -x "$tmp"/*.deb "$DIR/kernel"
+	rm -rf "$tmp"
+	echo "${pkg#linux-image-}" > "$DIR/kernel.version"
+}
+
+# Unpacks one module (busybox insmod takes plain .ko only) unless present.
+add_module() {
+	local src=$1 dst_dir=$2 name
+	name=$(basename "$src")
+	name=${name%.xz}; name=${name%.zst}; name=${name%.gz}
+	grep -qxF "$name" "$dst_dir/load-order" 2>/dev/null && return 0
+	case "$src" in
+		*.xz) xz -dc "$src" > "$dst_dir/$name" ;;
+		*.zst) zstd -qdc "$src" > "$dst_dir/$name" ;;
+		*.gz) gzip -dc "$src" > "$dst_dir/$name" ;;
+		*) cp "$src" "$dst_dir/$name" ;;
+	esac
+	echo "$name" >> "$dst_dir/load-order"
+}
+
+make_initramfs() {
+	local kver root=$DIR/initramfs m line
+	kver=$(cat "$DIR/kernel.version")
+	depmod -b "$DIR/kernel" "$kver"
+	rm -rf "$root"
+	mkdir -p "$root"/{bin,proc,sys,dev,modules,ro,rw,newroot}
+	cp /bin/busybox "$root/bin/busybox"
+	: > "$root/modules/load-order"
+	for m in "${GUEST_MODS[@]}"; do
+		# Dependencies come first in modprobe's list, which is load order.
+		while read -r line; do
+			[[ $line == insmod\ * ]] || continue
+			add_module "$(awk '{print $2}' <<< "$line")" "$root/modules"
+		done < <(modprobe -d "$DIR/kernel" -S "$kver" --show-depends "$m" 2>/dev/null || true)
+	done
+	write_init > "$root/init"
+	chmod 755 "$root/init"
+	(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1) > "$DIR/initramfs.gz.new"
+	mv "$DIR/initramfs.gz.new" "$DIR/initramfs.gz"
+	say "kernel $kver, $(wc -l < "$root/modules/load-order") modules, initramfs ready"
+}
+
+# The guest's /init: modules, the host's / as an overlay root, then the run
+# script from the shared directory; its status goes back through that share.
+write_init() {
+	cat <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+while read -r m; do insmod "/modules/$m" || echo "rxe-vm: insmod $m failed"; done < /modules/load-order
+out=$(sed -n 's/.*rail_rxe_out=\([^ ]*\).*/\1/p' /proc/cmdline)
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 host /ro || { echo "rxe-vm: no host root"; poweroff -f; }
+mount -t tmpfs -o mode=0755 tmpfs /rw
+mkdir -p /rw/upper /rw/work
+mount -t overlay -o lowerdir=/ro,upperdir=/rw/upper,workdir=/rw/work overlay /newroot ||
+	{ echo "rxe-vm: no overlay"; poweroff -f; }
+for fs in proc:proc sysfs:sys devtmpfs:dev tmpfs:run tmpfs:dev/shm; do
+	mkdir -p "/newroot/${fs#*:}"
+	mount -t "${fs%%:*}" "${fs%%:*}" "/newroot/${fs#*:}"
+done
+mkdir -p /newroot/dev/pts && mount -t devpts devpts /newroot/dev/pts
+ln -sfn /proc/self/fd /newroot/dev/fd
+mkdir -p "/newroot$out"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out "/newroot$out" || { echo "rxe-vm: no out share"; poweroff -f; }
+chroot /newroot /bin/bash "$out/guest.sh"
+echo $? > "/newroot$out/status"
+sync
+umount "/newroot$out"
+poweroff -f
+EOF
+}
+
+# Two veth pairs in the init namespace, an rxe device on every end.
+# Why one namespace: 6.1's rxe sends and routes only in init_net, so a peer
+# moved into another namespace never answers. Why the policy rules: both
+# addresses of a pair are local, so the kernel would route between them over
+# lo, where no rxe listens; these rules send each pair's traffic out through
+# its own veth and keep the local table for everything else.
+setup_rails() {
+	cat <<'EOF'
+ip link set lo up
+sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.all.accept_local=1
+rail() { # rail <a-if> <b-if> <a-ip> <b-ip> <table a> <table b> <rxe a> <rxe b>
+	ip link add "$1" type veth peer name "$2"
+	ip addr add "$3/24" dev "$1"
+	ip addr add "$4/24" dev "$2"
+	for i in "$1" "$2"; do
+		sysctl -qw "net.ipv4.conf.$i.rp_filter=0" "net.ipv4.conf.$i.accept_local=1"
+		ip link set "$i" up
+	done
+	ip rule add pref "$5" to "$4" iif lo lookup "$5"
+	ip route add "$4" dev "$1" src "$3" table "$5"
+	ip rule add pref "$6" to "$3" iif lo lookup "$6"
+	ip route add "$3" dev "$2" src "$4" table "$6"
+	rdma link add "$7" type rxe netdev "$1"
+	rdma link add "$8" type rxe netdev "$2"
+}
+rail va0 va1 192.168.81.1 192.168.81.2 81 82 rxe0 rxe1
+rail vb0 vb1 192.168.82.1 192.168.82.2 83 84 rxe2 rxe3
+ip rule add pref 1000 lookup local
+ip rule del pref 0
+export RAIL_RXE_SEND=rxe0,rxe2 RAIL_RXE_RECV=rxe1,rxe3
+EOF
+}
+
+build() {
+	need_root
+	mkdir -p "$DIR"
+	install_missing
+	fetch_kernel
+	[ -s "$DIR/initramfs.gz" ] && [ "$DIR/initramfs.gz" -nt "$0" ] && return 0
+	make_initramfs
+}
+
+run() {
+	[ "${1:-}" = "--" ] && shift
+	[ $# -gt 0 ] || { say "usage: $0 run [--] CMD [ARGS...]"; exit 2; }
+	build
+	local kver out status=125 t0=$SECONDS smp
+	kver=$(cat "$DIR/kernel.version")
+	mkdir -p "$DIR/runs"
+	out=$(mktemp -d "$DIR/runs/XXXXXX")
+	chmod 777 "$out"
+	{
+		echo "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+		echo "export RAIL_RXE_OUT=$out HOME=/root"
+		setup_rails
+		printf 'cd %q || exit 1\n' "$PWD"
+		printf 'exec'; printf ' %q' "$@"; echo
+	} > "$out/guest.sh"
+	smp=${RAIL_RXE_SMP:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
+	# Console: carriage returns and the firmware's escape sequences removed.
+	timeout "${RAIL_RXE_TIMEOUT:-600}" qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -smp "$smp" -m "${RAIL_RXE_MEM:-2048}" \
+		-nographic -no-reboot -nic none \
+		-kernel "$DIR/kernel/boot/vmlinuz-$kver" -initrd "$DIR/initramfs.gz" \
+		-append "console=ttyS0 loglevel=3 panic=-1 edd=off rail_rxe_out=$out" \
+		-virtfs local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap \
+		-virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
+		< /dev/null 2>&1 | tr -d '\r' | sed -u 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' || true
+	[ -s "$out/status" ] && status=$(cat "$out/status") || say "the guest reported no status (crash or timeout)"
+	say "cycle $((SECONDS - t0)) s, status $status"
+	if [ -n "${RAIL_RXE_SAVE:-}" ]; then mkdir -p "$RAIL_RXE_SAVE" && cp -r "$out"/. "$RAIL_RXE_SAVE"/; fi
+	[ "${RAIL_RXE_KEEP:-0}" = 1 ] && say "run dir kept: $out" || rm -rf "$out"
+	return "$status"
+}
+
+check() {
+	run bash -c 'for d in rxe0 rxe1 rxe2 rxe3; do
+		s=$(cat /sys/class/infiniband/$d/ports/1/state 2>/dev/null)
+		echo "$d: $s, GID 1 $(cat /sys/class/infiniband/$d/ports/1/gids/1 2>/dev/null)"
+		case "$s" in *ACTIVE*) ;; *) exit 1;; esac
+	done'
+}
+
+case "${1:-}" in
+	build) build ;;
+	run) shift; run "$@" ;;
+	check) check ;;
+	*) sed -n '2,30p' "$0" >&2; exit 2 ;;
+esac

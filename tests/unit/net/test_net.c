@@ -1,0 +1,804 @@
+/* unit.net: interface selection, the device table, the handle, and the data
+ * path over loopback (one rail, and two rails on 127.0.0.1 + 127.0.0.2). */
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "net/handle.h"
+#include "net_util.h"
+#include "test.h"
+#include "topology/topo.h"
+
+/* ---- interface filter and selection ------------------------------------------------ */
+
+TEST(test_ifnames_match) {
+  CHECK(rail_ifaces_match("", "eth0"));
+  CHECK(rail_ifaces_match("eth", "eth0"));
+  CHECK(rail_ifaces_match("eth", "eth12"));
+  CHECK(!rail_ifaces_match("eth", "ib0"));
+  CHECK(rail_ifaces_match("ib,eth", "eth1"));
+  CHECK(rail_ifaces_match("ib, eth", "eth1"));
+  CHECK(!rail_ifaces_match("^eth", "eth0"));
+  CHECK(rail_ifaces_match("^eth", "ib0"));
+  CHECK(rail_ifaces_match("^docker,lo", "eth0"));
+  CHECK(!rail_ifaces_match("^docker,lo", "lo"));
+  CHECK(rail_ifaces_match("=eth0", "eth0"));
+  CHECK(!rail_ifaces_match("=eth0", "eth01"));
+  CHECK(!rail_ifaces_match("=eth", "eth0"));
+  CHECK(rail_ifaces_match("=eth0,eth1", "eth1"));
+  CHECK(!rail_ifaces_match("^=eth0", "eth0"));
+  CHECK(rail_ifaces_match("^=eth0", "eth01"));
+  CHECK(rail_ifaces_match("eth0:1", "eth0"));  /* a :port suffix is ignored */
+  CHECK(rail_ifaces_match("=eth0:2", "eth0"));
+  /* The NCCL pitfall: a prefix matches VLANs of the same stem. */
+  CHECK(rail_ifaces_match("bond0.2973", "bond0.2973.1"));
+  CHECK(!rail_ifaces_match("=bond0.2973", "bond0.2973.1"));
+}
+
+static struct rail_iface nt_fake(const char *name, int tier) {
+  struct rail_iface f;
+  memset(&f, 0, sizeof(f));
+  snprintf(f.name, sizeof(f.name), "%s", name);
+  f.tier = tier;
+  f.numa = f.numa_os = -1;
+  return f;
+}
+
+TEST(test_select_tiers) {
+  struct rail_iface l[6];
+  int n;
+
+  l[0] = nt_fake("lo", RAIL_IFACE_TIER_LOOP);
+  l[1] = nt_fake("docker0", RAIL_IFACE_TIER_VIRTUAL);
+  l[2] = nt_fake("eth0", RAIL_IFACE_TIER_PHYS);
+  l[3] = nt_fake("veth12", RAIL_IFACE_TIER_VIRTUAL);
+  l[4] = nt_fake("eth1", RAIL_IFACE_TIER_PHYS);
+  n = rail_ifaces_select(l, 5, "");
+  CHECK_EQ_INT(n, 2);
+  CHECK_EQ_STR(l[0].name, "eth0");
+  CHECK_EQ_STR(l[1].name, "eth1");
+
+  /* Only virtual and loopback: the virtual ones (a netns or container). */
+  l[0] = nt_fake("lo", RAIL_IFACE_TIER_LOOP);
+  l[1] = nt_fake("veth0", RAIL_IFACE_TIER_VIRTUAL);
+  l[2] = nt_fake("veth1", RAIL_IFACE_TIER_VIRTUAL);
+  n = rail_ifaces_select(l, 3, "");
+  CHECK_EQ_INT(n, 2);
+  CHECK_EQ_STR(l[0].name, "veth0");
+
+  l[0] = nt_fake("lo", RAIL_IFACE_TIER_LOOP);
+  n = rail_ifaces_select(l, 1, "");
+  CHECK_EQ_INT(n, 1);
+
+  /* Named by the user: exactly what matches, virtual or not. */
+  l[0] = nt_fake("lo", RAIL_IFACE_TIER_LOOP);
+  l[1] = nt_fake("eth0", RAIL_IFACE_TIER_PHYS);
+  l[2] = nt_fake("docker0", RAIL_IFACE_TIER_VIRTUAL);
+  n = rail_ifaces_select(l, 3, "lo,docker");
+  CHECK_EQ_INT(n, 2);
+  CHECK_EQ_STR(l[0].name, "lo");
+  CHECK_EQ_STR(l[1].name, "docker0");
+  l[0] = nt_fake("eth0", RAIL_IFACE_TIER_PHYS);
+  n = rail_ifaces_select(l, 1, "=eth");
+  CHECK_EQ_INT(n, 0);
+}
+
+TEST(test_discover_live) {
+  struct rail_iface l[RAIL_IFACES_MAX];
+  int n = -1, have_lo = 0;
+
+  CHECK_EQ_INT(rail_ifaces_discover(l, RAIL_IFACES_MAX, &n), 0);
+  for (int i = 0; i < n; i++) {
+    CHECK(l[i].addr.ss_family == AF_INET || l[i].addr.ss_family == AF_INET6);
+    CHECK(l[i].speed_mbps > 0);
+    if (strcmp(l[i].name, "lo") == 0) {
+      have_lo = 1;
+      CHECK_EQ_INT(l[i].tier, RAIL_IFACE_TIER_LOOP);
+      CHECK_EQ_INT(l[i].speed_mbps, RAIL_IFACE_LOOPBACK_MBPS);
+      CHECK_EQ_STR(l[i].pci_path, "");
+      CHECK_EQ_INT(l[i].addr.ss_family, AF_INET); /* IPv4 first; ::1 is never used */
+    }
+  }
+  if (!have_lo) TEST_SKIP("no lo interface up here");
+}
+
+static void nt_write(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+static void nt_mkdirs(const char *path) {
+  char buf[PATH_MAX];
+  snprintf(buf, sizeof(buf), "%s", path);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      mkdir(buf, 0755);
+      *p = '/';
+    }
+  mkdir(buf, 0755);
+}
+
+TEST(test_sysfs_fake_tree) {
+  char root[] = "/tmp/rail-sysfs-XXXXXX", p[PATH_MAX], q[PATH_MAX];
+  struct rail_iface f;
+
+  if (mkdtemp(root) == NULL) TEST_SKIP("cannot create a temporary directory");
+  /* A virtio NIC: the device link points below its PCI function. */
+  snprintf(p, sizeof(p), "%s/sys/devices/pci0000:00/0000:00:03.0/virtio2", root);
+  nt_mkdirs(p);
+  snprintf(p, sizeof(p), "%s/sys/devices/pci0000:00/0000:00:03.0/virtio2/numa_node", root);
+  nt_write(p, "1\n");
+  snprintf(p, sizeof(p), "%s/sys/class/net/eth9", root);
+  nt_mkdirs(p);
+  snprintf(p, sizeof(p), "%s/sys/class/net/eth9/speed", root);
+  nt_write(p, "25000\n");
+  snprintf(p, sizeof(p), "%s/sys/class/net/eth9/device", root);
+  snprintf(q, sizeof(q), "%s/sys/devices/pci0000:00/0000:00:03.0/virtio2", root);
+  CHECK_EQ_INT(symlink(q, p), 0);
+  /* A NIC whose speed is unknown (-1), and a virtual one with no device. */
+  snprintf(p, sizeof(p), "%s/sys/class/net/eth8", root);
+  nt_mkdirs(p);
+  snprintf(p, sizeof(p), "%s/sys/class/net/eth8/speed", root);
+  nt_write(p, "-1\n");
+
+  nt_env("NCCL_RAIL_SYSFS_ROOT", root);
+  f = nt_fake("eth9", RAIL_IFACE_TIER_PHYS);
+  rail_ifaces_read_sysfs(&f);
+  CHECK_EQ_INT(f.speed_mbps, 25000);
+  CHECK_EQ_STR(f.pci_path, "/sys/devices/pci0000:00/0000:00:03.0");
+  CHECK_EQ_INT(f.numa_os, 1);
+  f = nt_fake("eth8", RAIL_IFACE_TIER_PHYS);
+  rail_ifaces_read_sysfs(&f);
+  CHECK_EQ_INT(f.speed_mbps, RAIL_IFACE_DEFAULT_MBPS);
+  CHECK_EQ_STR(f.pci_path, "");
+  CHECK_EQ_INT(f.numa_os, -1);
+  f = nt_fake("eth9:1", RAIL_IFACE_TIER_PHYS); /* an alias label shares its device */
+  rail_ifaces_read_sysfs(&f);
+  CHECK_EQ_INT(f.speed_mbps, 25000);
+  f = nt_fake("lo", RAIL_IFACE_TIER_LOOP);
+  rail_ifaces_read_sysfs(&f);
+  CHECK_EQ_INT(f.speed_mbps, RAIL_IFACE_LOOPBACK_MBPS);
+  nt_env("NCCL_RAIL_SYSFS_ROOT", NULL);
+  snprintf(p, sizeof(p), "rm -rf %s", root);
+  CHECK_EQ_INT(system(p), 0);
+}
+
+TEST(test_addr_helpers) {
+  struct rail_iface a = nt_lo_iface("10.1.2.3", 1), b = nt_lo_iface("10.1.9.9", 1), c6;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c6.addr;
+  char s[64];
+
+  CHECK(rail_ifaces_same_subnet(&a.addr, 16, &b.addr));
+  CHECK(!rail_ifaces_same_subnet(&a.addr, 24, &b.addr));
+  CHECK(rail_ifaces_same_subnet(&a.addr, 0, &b.addr));
+  CHECK(rail_ifaces_same_subnet(&a.addr, 21, &b.addr) == 0); /* 10.1.0/21 vs 10.1.8/21 */
+  CHECK_EQ_STR(rail_ifaces_addr_str(&a.addr, s, sizeof(s)), "10.1.2.3");
+  ((struct sockaddr_in *)&a.addr)->sin_port = htons(4242);
+  CHECK_EQ_STR(rail_ifaces_addr_str(&a.addr, s, sizeof(s)), "10.1.2.3:4242");
+  memset(&c6, 0, sizeof(c6));
+  in6->sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "fd00::2", &in6->sin6_addr);
+  in6->sin6_port = htons(7);
+  CHECK_EQ_STR(rail_ifaces_addr_str(&c6.addr, s, sizeof(s)), "[fd00::2]:7");
+  CHECK(!rail_ifaces_same_subnet(&a.addr, 8, &c6.addr));
+}
+
+/* ---- device table ---------------------------------------------------------------------- */
+
+static struct rail_iface nt_phys(const char *name, int mbps, const char *pci) {
+  struct rail_iface f = nt_fake(name, RAIL_IFACE_TIER_PHYS);
+  f.speed_mbps = mbps;
+  snprintf(f.pci_path, sizeof(f.pci_path), "%s", pci);
+  return f;
+}
+
+static struct rail_topo *nt_topo_two_groups(void) {
+  struct rail_topo *t = calloc(1, sizeof(*t));
+  const char *names[3] = {"eth0", "eth1", "eth2"};
+
+  t->nnuma = 2;
+  t->numa[0].os_index = 0;
+  t->numa[1].os_index = 1;
+  t->nnics = 3;
+  for (int i = 0; i < 3; i++) {
+    snprintf(t->nics[i].name, sizeof(t->nics[i].name), "%s", names[i]);
+    snprintf(t->nics[i].netdev, sizeof(t->nics[i].netdev), "%s", names[i]);
+    t->nics[i].group = i < 2 ? 0 : 1;
+    t->nics[i].numa = i < 2 ? 1 : 0;
+  }
+  t->ngroups = 2;
+  t->groups[0].nnics = 2;
+  t->groups[0].nics[0] = 0;
+  t->groups[0].nics[1] = 1;
+  t->groups[0].numa = 1;
+  snprintf(t->groups[0].pci_path, sizeof(t->groups[0].pci_path), "/sys/devices/pci0000:80/0000:80:01.0");
+  t->groups[1].nnics = 1;
+  t->groups[1].nics[0] = 2;
+  t->groups[1].numa = 0;
+  return t;
+}
+
+TEST(test_devices_fused) {
+  struct rail_topo *topo = nt_topo_two_groups();
+  struct rail_devtab *t = calloc(1, sizeof(*t));
+  struct rail_iface ifs[4];
+
+  /* eth1 listed first: the model's member order wins. */
+  ifs[0] = nt_phys("eth1", 25000, "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.1");
+  ifs[1] = nt_phys("eth0", 25000, "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0");
+  ifs[2] = nt_phys("eth2", 10000, "/sys/devices/pci0000:00/0000:00:02.0/0000:02:00.0");
+  ifs[3] = nt_phys("eth3", 1000, "");
+  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, topo, 1), 0);
+  CHECK_EQ_INT(t->ndevs, 3);
+  CHECK_EQ_STR(t->devs[0].name, "eth0+eth1");
+  CHECK_EQ_INT(t->devs[0].speed_mbps, 50000);
+  CHECK_EQ_STR(t->devs[0].pci_path, "/sys/devices/pci0000:80/0000:80:01.0");
+  CHECK_EQ_INT(t->devs[0].nrails, 2);
+  CHECK_EQ_INT(t->devs[0].members[0], 1); /* eth0 is phys[1] */
+  CHECK_EQ_INT(t->devs[0].members[1], 0);
+  CHECK_EQ_INT(t->devs[0].numa, 1);
+  CHECK_EQ_STR(t->devs[0].rails[0].name, "eth0");
+  CHECK_EQ_STR(t->devs[1].name, "eth2");
+  CHECK_EQ_STR(t->devs[1].pci_path, "/sys/devices/pci0000:00/0000:00:02.0/0000:02:00.0");
+  CHECK_EQ_INT(t->devs[1].numa, 0);
+  CHECK_EQ_STR(t->devs[2].name, "eth3"); /* not in the model: a singleton */
+  CHECK_EQ_INT(t->devs[2].numa, -1);
+
+  /* FUSE=0: the physical NICs, and NCCL may fuse them itself. */
+  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, topo, 0), 0);
+  CHECK_EQ_INT(t->ndevs, 4);
+  CHECK_EQ_STR(t->devs[0].name, "eth1");
+  {
+    int members[2] = {1, 0}, dev = -1, bad[2] = {1, 1}, oob[1] = {9};
+    CHECK_EQ_INT(rail_devices_add(t, members, 2, &dev), 0);
+    CHECK_EQ_INT(dev, 4);
+    CHECK_EQ_INT(t->ndevs, 5);
+    CHECK_EQ_STR(t->devs[4].name, "eth0+eth1");
+    CHECK_EQ_INT(t->devs[4].speed_mbps, 50000);
+    CHECK_EQ_STR(t->devs[4].pci_path, "/sys/devices/pci0000:80/0000:80:01.0");
+    CHECK_EQ_INT(rail_devices_add(t, bad, 2, &dev), -EINVAL);
+    CHECK_EQ_INT(rail_devices_add(t, oob, 1, &dev), -EINVAL);
+    /* The same fusion twice still gets a unique name. */
+    CHECK_EQ_INT(rail_devices_add(t, members, 2, &dev), 0);
+    CHECK(strcmp(t->devs[5].name, t->devs[4].name) != 0);
+  }
+  /* No model at all: every interface alone. */
+  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, NULL, 1), 0);
+  CHECK_EQ_INT(t->ndevs, 4);
+  free(t);
+  free(topo);
+}
+
+TEST(test_common_pci) {
+  char out[RAIL_IFACE_PATH];
+  const char *same_switch[2] = {"/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+                                "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0"};
+  const char *ports[2] = {"/sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0",
+                          "/sys/devices/pci0000:00/0000:00:01.0/0000:03:00.1"};
+  const char *roots[2] = {"/sys/devices/pci0000:00/0000:00:01.0", "/sys/devices/pci0000:80/0000:80:01.0"};
+  const char *virt[2] = {"/sys/devices/pci0000:00/0000:00:01.0", ""};
+
+  rail_devices_common_pci(same_switch, 2, out, sizeof(out));
+  CHECK_EQ_STR(out, "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+  rail_devices_common_pci(ports, 2, out, sizeof(out));
+  CHECK_EQ_STR(out, "/sys/devices/pci0000:00/0000:00:01.0");
+  rail_devices_common_pci(roots, 2, out, sizeof(out));
+  CHECK_EQ_STR(out, "");
+  rail_devices_common_pci(virt, 2, out, sizeof(out));
+  CHECK_EQ_STR(out, "");
+  rail_devices_common_pci(same_switch, 1, out, sizeof(out));
+  CHECK_EQ_STR(out, same_switch[0]);
+}
+
+/* ---- handle, hello and rail matching ------------------------------------------------------- */
+
+TEST(test_handle_roundtrip) {
+  struct rail_handle h, back;
+  uint8_t buf[RAIL_NET_HANDLE_BYTES];
+  struct rail_iface a = nt_lo_iface("10.0.0.1", 1);
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&h.rails[1];
+
+  memset(&h, 0, sizeof(h));
+  h.version = RAIL_HANDLE_VERSION;
+  h.nrails = 2;
+  h.nonce = 0x0123456789abcdefull;
+  h.fp = (struct rail_topo_fp){.version = 1, .ngpus = 8, .ngroups = 4, .nics_per_group = 2,
+                               .group_mbps = 400000, .nic_mbps = 200000, .hash = 0xdeadbeef};
+  h.rails[0] = a.addr;
+  ((struct sockaddr_in *)&h.rails[0])->sin_port = htons(5000);
+  in6->sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "fd00::1:2", &in6->sin6_addr);
+  in6->sin6_port = htons(6000);
+  rail_handle_pack(&h, buf);
+  CHECK_EQ_INT(rail_handle_unpack(buf, &back), 0);
+  CHECK_EQ_INT(back.nrails, 2);
+  CHECK(back.nonce == h.nonce);
+  CHECK(memcmp(&back.fp, &h.fp, sizeof(h.fp)) == 0);
+  CHECK(rail_ifaces_same_addr(&back.rails[0], &h.rails[0]));
+  CHECK(rail_ifaces_same_addr(&back.rails[1], &h.rails[1]));
+  CHECK_EQ_INT(ntohs(((struct sockaddr_in *)&back.rails[0])->sin_port), 5000);
+  CHECK_EQ_INT(ntohs(((struct sockaddr_in6 *)&back.rails[1])->sin6_port), 6000);
+  CHECK(back.conn_state == 0);
+
+  /* The connector's state slot round-trips, and a foreign value is ignored. */
+  rail_handle_set_state(buf, 0x7f00deadbeefull);
+  CHECK(rail_handle_get_state(buf) == 0x7f00deadbeefull);
+  buf[120] ^= 1;
+  CHECK(rail_handle_get_state(buf) == 0);
+  rail_handle_set_state(buf, 0);
+  CHECK(rail_handle_get_state(buf) == 0);
+
+  buf[0] ^= 0xff;
+  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
+  buf[0] ^= 0xff;
+  buf[4] = 99; /* a future protocol version */
+  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
+  buf[4] = RAIL_HANDLE_VERSION;
+  buf[5] = 5; /* too many rails */
+  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
+}
+
+TEST(test_hello_roundtrip) {
+  struct rail_hello h = {.kind = RAIL_HELLO_DATA, .rail = 1, .stream = 3, .nonce = 42, .conn_id = 77,
+                         .nrails = 2, .nstreams = 4},
+                    back;
+  uint8_t buf[RAIL_HELLO_BYTES];
+
+  h.fp.hash = 1234;
+  rail_hello_pack(&h, buf);
+  CHECK_EQ_INT(rail_hello_unpack(buf, &back), 0);
+  CHECK_EQ_INT(back.kind, RAIL_HELLO_DATA);
+  CHECK_EQ_INT(back.rail, 1);
+  CHECK_EQ_INT(back.stream, 3);
+  CHECK(back.nonce == 42 && back.conn_id == 77);
+  CHECK_EQ_INT(back.fp.hash, 1234);
+  CHECK_EQ_INT(back.nrails, 2);
+  CHECK_EQ_INT(back.nstreams, 4);
+  memset(buf, 'G', sizeof(buf));
+  CHECK_EQ_INT(rail_hello_unpack(buf, &back), -EPROTO);
+  CHECK(rail_handle_random64() != rail_handle_random64());
+}
+
+/* The fake routing table: 10.9.0.0/16 goes out through 10.0.0.1. */
+static int nt_route(const struct sockaddr_storage *peer, struct sockaddr_storage *src) {
+  const uint8_t *p = (const uint8_t *)&((const struct sockaddr_in *)peer)->sin_addr;
+  if (peer->ss_family != AF_INET) return -ENETUNREACH;
+  if (p[0] == 10 && p[1] == 9) {
+    struct rail_iface s = nt_lo_iface("10.0.0.1", 1);
+    *src = s.addr;
+    return 0;
+  }
+  if (p[0] == 10 && p[1] == 7) { /* reachable, but through an interface that is no rail */
+    struct rail_iface s = nt_lo_iface("192.168.5.5", 1);
+    *src = s.addr;
+    return 0;
+  }
+  return -ENETUNREACH;
+}
+
+TEST(test_rail_matching) {
+  struct rail_iface local[2] = {nt_lo_iface("10.0.0.1", 1), nt_lo_iface("10.0.1.1", 1)};
+  struct sockaddr_storage peer[2];
+  int peer_of[2] = {-1, -1}, how[2] = {-1, -1};
+
+  local[0].prefix_len = local[1].prefix_len = 24;
+  /* Crossed: the peer lists its rails in the other order. */
+  peer[0] = nt_lo_iface("10.0.1.2", 1).addr;
+  peer[1] = nt_lo_iface("10.0.0.2", 1).addr;
+  CHECK_EQ_INT(rail_handle_match_rails(local, 2, peer, 2, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(peer_of[0], 1);
+  CHECK_EQ_INT(peer_of[1], 0);
+  CHECK_EQ_INT(how[0], RAIL_MATCH_SUBNET);
+  CHECK_EQ_INT(how[1], RAIL_MATCH_SUBNET);
+
+  /* Routed: rail 0's interface is the way to 10.9/16; rail 1 only falls back. */
+  peer[0] = nt_lo_iface("10.9.0.2", 1).addr;
+  CHECK_EQ_INT(rail_handle_match_rails(local, 2, peer, 1, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(peer_of[0], 0);
+  CHECK_EQ_INT(how[0], RAIL_MATCH_ROUTE);
+  CHECK_EQ_INT(peer_of[1], 0);
+  CHECK_EQ_INT(how[1], RAIL_MATCH_FALLBACK);
+
+  /* Reachable only through something else. */
+  peer[0] = nt_lo_iface("10.7.0.2", 1).addr;
+  CHECK_EQ_INT(rail_handle_match_rails(local, 1, peer, 1, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(how[0], RAIL_MATCH_FALLBACK);
+
+  /* Not reachable at all. */
+  peer[0] = nt_lo_iface("172.16.0.2", 1).addr;
+  CHECK_EQ_INT(rail_handle_match_rails(local, 1, peer, 1, nt_route, peer_of, how), -ENETUNREACH);
+
+  /* Equally good (all on 127/8): each rail takes the peer rail of its index. */
+  local[0] = nt_lo_iface("127.0.0.1", 1);
+  local[1] = nt_lo_iface("127.0.0.2", 1);
+  peer[0] = nt_lo_iface("127.0.0.1", 1).addr;
+  peer[1] = nt_lo_iface("127.0.0.2", 1).addr;
+  CHECK_EQ_INT(rail_handle_match_rails(local, 2, peer, 2, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(peer_of[0], 0);
+  CHECK_EQ_INT(peer_of[1], 1);
+
+  /* The real routing table knows loopback. */
+  {
+    struct sockaddr_storage src;
+    CHECK_EQ_INT(rail_handle_route_src(&peer[1], &src), 0);
+    CHECK_EQ_INT(src.ss_family, AF_INET);
+  }
+}
+
+/* ---- the process table and properties ---------------------------------------------------- */
+
+static int nt_dev1 = -1, nt_dev2 = -1;
+
+static void nt_setup(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  nt_log_start();
+  nt_env("NCCL_RAIL_NSTREAMS", "2");
+  CHECK_EQ_INT(rail_net_init(), 0);
+  nt_dev1 = nt_lo_device(1, NULL);
+  nt_dev2 = nt_lo_device(2, NULL);
+  CHECK(nt_dev1 >= 0 && nt_dev2 >= 0);
+}
+
+TEST(test_props) {
+  struct rail_net_props p;
+  int n = 0;
+
+  nt_setup();
+  CHECK_EQ_INT(rail_net_devices(&n), 0);
+  CHECK(n > nt_dev2);
+  CHECK_EQ_INT(rail_net_get_props(nt_dev2, &p), 0);
+  CHECK_EQ_STR(p.name, "lo+lo");
+  CHECK_EQ_INT(p.speed_mbps, 200000);
+  CHECK(p.guid == (uint64_t)nt_dev2);
+  CHECK_EQ_INT(p.ptr_support, RAIL_NET_PTR_HOST);
+  CHECK_EQ_INT(p.max_recvs, 1);
+  CHECK_EQ_INT(p.max_comms, 65536);
+  CHECK_EQ_INT(p.ndevs, 2);
+  CHECK(p.max_p2p_bytes > 0 && p.max_p2p_bytes <= (size_t)INT_MAX);
+  CHECK(p.pci_path == NULL);
+  CHECK_EQ_INT(rail_net_get_props(n, &p), -EINVAL);
+  CHECK_EQ_INT(rail_net_get_props(-1, &p), -EINVAL);
+  /* Every discovered device has a unique name. */
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) {
+      struct rail_net_props a, b;
+      rail_net_get_props(i, &a);
+      rail_net_get_props(j, &b);
+      if (i != nt_dev1 && i != nt_dev2 && j != nt_dev1 && j != nt_dev2) CHECK(strcmp(a.name, b.name) != 0);
+    }
+  /* A second init is refcounted: the table stays. */
+  CHECK_EQ_INT(rail_net_init(), 0);
+  rail_net_fini();
+  CHECK_EQ_INT(rail_net_get_props(nt_dev2, &p), 0);
+}
+
+TEST(test_reg_mr) {
+  void *mh = NULL;
+  char buf[64];
+
+  nt_setup();
+  CHECK_EQ_INT(rail_net_reg_mr(NULL, buf, sizeof(buf), RAIL_NET_PTR_HOST, &mh), 0);
+  CHECK(mh != NULL);
+  CHECK_EQ_INT(rail_net_dereg_mr(NULL, mh), 0);
+  mh = NULL;
+  CHECK_EQ_INT(rail_net_reg_mr(NULL, buf, sizeof(buf), 2 /* CUDA */, &mh), -EINVAL);
+  CHECK(mh == NULL);
+}
+
+/* ---- data path over one loopback rail ------------------------------------------------------ */
+
+TEST(test_sizes) {
+  struct nt_pair p;
+  size_t sizes[] = {0, 1, 127, 4096, 16384, 16385, 100000, 1 << 20, 64 << 20};
+
+  nt_setup();
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    int rc = nt_roundtrip(&p, sizes[i], i, 30);
+    if (rc != 0) fprintf(stderr, "size %zu: %d\n", sizes[i], rc);
+    CHECK_EQ_INT(rc, 0);
+  }
+  srand(7);
+  for (int i = 0; i < 40; i++) {
+    size_t sz = (size_t)rand() % (3 << 20);
+    CHECK_EQ_INT(nt_roundtrip(&p, sz, 100 + i, 30), 0);
+  }
+  nt_close(&p);
+}
+
+/* 64 receives and sends in flight before any test(); sizes and tags mixed. */
+TEST(test_in_flight) {
+  enum { N = 64 };
+  struct nt_pair p;
+  uint8_t *sb[N], *rb[N];
+  void *sr[N], *rr[N], *extra = (void *)1;
+  size_t sz[N];
+  int left = 2 * N, ok = 1;
+  double t0;
+
+  nt_setup();
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  for (int i = 0; i < N; i++) {
+    sz[i] = (i % 3 == 0) ? 300000 + (size_t)i : (i % 3 == 1 ? 100 : 20000);
+    sb[i] = malloc(sz[i]);
+    rb[i] = malloc(sz[i]);
+    nt_fill(sb[i], sz[i], (uint64_t)i);
+    CHECK_EQ_INT(nt_irecv(p.rc, rb[i], sz[i], i, &rr[i], 5), 0);
+  }
+  /* The pool is full now: NULL, success, retry later. */
+  {
+    void *bufs[1] = {rb[0]};
+    size_t s1[1] = {1};
+    int t1[1] = {0};
+    CHECK_EQ_INT(rail_net_irecv(p.rc, 1, bufs, s1, t1, NULL, &extra), 0);
+    CHECK(extra == NULL);
+  }
+  for (int i = 0; i < N; i++) CHECK_EQ_INT(nt_isend(p.sc, sb[i], sz[i], i, &sr[i], 10), 0);
+  t0 = nt_now();
+  while (left > 0 && nt_now() - t0 < 60) {
+    for (int i = 0; i < N; i++) {
+      int done = 0, size = -1;
+      if (sr[i] != NULL) {
+        CHECK_EQ_INT(rail_net_test(sr[i], &done, &size), 0);
+        if (done) {
+          CHECK_EQ_INT(size, (int)sz[i]);
+          sr[i] = NULL;
+          left--;
+        }
+      }
+      if (rr[i] != NULL) {
+        done = 0;
+        CHECK_EQ_INT(rail_net_test(rr[i], &done, &size), 0);
+        if (done) {
+          CHECK_EQ_INT(size, (int)sz[i]);
+          if (nt_check(rb[i], sz[i], (uint64_t)i) >= 0) ok = 0;
+          rr[i] = NULL;
+          left--;
+        }
+      }
+    }
+  }
+  CHECK_EQ_INT(left, 0);
+  CHECK(ok);
+  for (int i = 0; i < N; i++) {
+    free(sb[i]);
+    free(rb[i]);
+  }
+  nt_close(&p);
+}
+
+TEST(test_irecv_n) {
+  struct nt_pair p;
+  char a[8], b[8];
+  void *bufs[2] = {a, b}, *req = (void *)1;
+  size_t sizes[2] = {8, 8};
+  int tags[2] = {0, 1};
+
+  nt_setup();
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  CHECK_EQ_INT(rail_net_irecv(p.rc, 2, bufs, sizes, tags, NULL, &req), -EINVAL);
+  CHECK_EQ_INT(nt_roundtrip(&p, 8, 1, 10), 0);
+  nt_close(&p);
+}
+
+/* A message larger than its receive: the receive fails with EMSGSIZE, a WARN
+ * names the peer, nothing lands past the buffer, and the connection goes on. */
+static void nt_truncation_case(struct nt_pair *p, size_t sent, size_t cap) {
+  uint8_t *sb = malloc(sent), *rb = malloc(cap + 4096);
+  void *sr = NULL, *rr = NULL;
+  int ss = -1, rs = -1, es = 0, er = 0;
+
+  nt_fill(sb, sent, 5);
+  memset(rb, 0xa5, cap + 4096);
+  nt_log_start();
+  CHECK_EQ_INT(nt_irecv(p->rc, rb, cap, 0, &rr, 5), 0);
+  CHECK_EQ_INT(nt_isend(p->sc, sb, sent, 0, &sr, 5), 0);
+  CHECK_EQ_INT(nt_wait2(sr, &ss, &es, rr, &rs, &er, 20), 0);
+  CHECK_EQ_INT(er, -EMSGSIZE);
+  CHECK(es == 0 || es == -EMSGSIZE);
+  CHECK(nt_log_has("127.0.0.1", "holds"));
+  for (size_t i = 0; i < cap + 4096; i++)
+    if (rb[i] != 0xa5) {
+      CHECK_EQ_INT((long long)i, -1);
+      break;
+    }
+  CHECK_EQ_INT(nt_roundtrip(p, 70000, 9, 10), 0);
+  free(sb);
+  free(rb);
+}
+
+TEST(test_truncation) {
+  struct nt_pair p;
+
+  nt_setup();
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  nt_truncation_case(&p, 1000, 999);        /* inline */
+  nt_truncation_case(&p, 3 << 20, 1 << 20); /* chunked */
+  nt_close(&p);
+}
+
+/* ---- two rails -------------------------------------------------------------------------------- */
+
+static int nt_stream_messages(struct nt_pair *p, int count, size_t size, int window) {
+  uint8_t *sb = malloc(size), **rb = calloc((size_t)window, sizeof(*rb));
+  void **sr = calloc((size_t)window, sizeof(void *)), **rr = calloc((size_t)window, sizeof(void *));
+  int posted = 0, finished = 0, rc = 0;
+  double t0 = nt_now();
+
+  nt_fill(sb, size, 3);
+  for (int i = 0; i < window; i++) rb[i] = malloc(size);
+  while (finished < count && rc == 0) {
+    if (posted < count && posted - finished < window) {
+      int w = posted % window;
+      rc = nt_irecv(p->rc, rb[w], size, 0, &rr[w], 10);
+      if (rc == 0) rc = nt_isend(p->sc, sb, size, 0, &sr[w], 10);
+      posted++;
+      continue;
+    }
+    {
+      int w = finished % window, s1, s2, e1, e2;
+      rc = nt_wait2(sr[w], &s1, &e1, rr[w], &s2, &e2, 60);
+      if (rc == 0) rc = e1 ? e1 : e2;
+      if (rc == 0 && nt_check(rb[w], size, 3) >= 0) rc = -EBADMSG;
+      finished++;
+    }
+    if (nt_now() - t0 > 120) rc = -ETIME;
+  }
+  for (int i = 0; i < window; i++) free(rb[i]);
+  free(rb);
+  free(sb);
+  free(sr);
+  free(rr);
+  return rc;
+}
+
+TEST(test_two_rails_stripe) {
+  struct nt_pair p;
+  struct rail_net_stats ss, rs;
+  double share;
+
+  nt_setup();
+  nt_env("NCCL_RAIL_ADAPT", "0"); /* the split by rated speed alone */
+  CHECK_EQ_INT(nt_connect(nt_dev2, &p, 10), 0);
+  CHECK_EQ_INT(nt_stream_messages(&p, 32, 4 << 20, 4), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.sc, &ss), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.rc, &rs), 0);
+  CHECK_EQ_INT(ss.nrails, 2);
+  CHECK(ss.rail_bytes[0] + ss.rail_bytes[1] == 32ull * (4 << 20));
+  CHECK(rs.rail_bytes[0] + rs.rail_bytes[1] == 32ull * (4 << 20));
+  share = (double)ss.rail_bytes[0] / (double)(ss.rail_bytes[0] + ss.rail_bytes[1]);
+  fprintf(stderr, "  equal rails: rail 0 carried %.1f%%\n", 100 * share);
+  CHECK(share > 0.45 && share < 0.55);
+  CHECK_EQ_INT(ss.rail_bytes[0], rs.rail_bytes[0]);
+  nt_close(&p);
+
+  /* Rated 2:1: the split follows. */
+  {
+    int speeds[2] = {100000, 50000}, dev = nt_lo_device(2, speeds);
+    CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
+    CHECK_EQ_INT(nt_stream_messages(&p, 16, 4 << 20, 4), 0);
+    CHECK_EQ_INT(rail_net_comm_stats(p.sc, &ss), 0);
+    share = (double)ss.rail_bytes[0] / (double)(ss.rail_bytes[0] + ss.rail_bytes[1]);
+    fprintf(stderr, "  rails rated 2:1: rail 0 carried %.1f%%\n", 100 * share);
+    CHECK(share > 0.62 && share < 0.72);
+    nt_close(&p);
+  }
+  nt_env("NCCL_RAIL_ADAPT", NULL);
+}
+
+/* Messages below NCCL_RAIL_MIN_STRIPE_BYTES go whole on one rail, taking
+ * turns; inline ones do not touch the data streams at all. */
+TEST(test_two_rails_small) {
+  struct nt_pair p;
+  struct rail_net_stats before, after;
+  int on[2] = {0, 0};
+
+  nt_setup();
+  CHECK_EQ_INT(nt_connect(nt_dev2, &p, 10), 0);
+  for (int i = 0; i < 10; i++) {
+    uint64_t d0, d1;
+    CHECK_EQ_INT(rail_net_comm_stats(p.sc, &before), 0);
+    CHECK_EQ_INT(nt_roundtrip(&p, 200000, (uint64_t)i, 10), 0);
+    CHECK_EQ_INT(rail_net_comm_stats(p.sc, &after), 0);
+    d0 = after.rail_bytes[0] - before.rail_bytes[0];
+    d1 = after.rail_bytes[1] - before.rail_bytes[1];
+    CHECK((d0 == 200000 && d1 == 0) || (d0 == 0 && d1 == 200000));
+    on[d0 != 0 ? 0 : 1]++;
+  }
+  CHECK_EQ_INT(on[0], 5);
+  CHECK_EQ_INT(on[1], 5);
+  CHECK_EQ_INT(rail_net_comm_stats(p.sc, &before), 0);
+  CHECK_EQ_INT(nt_roundtrip(&p, 1000, 1, 10), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.sc, &after), 0);
+  CHECK(after.rail_bytes[0] == before.rail_bytes[0] && after.rail_bytes[1] == before.rail_bytes[1]);
+  nt_close(&p);
+}
+
+/* ---- closing in every state ------------------------------------------------------------------ */
+
+TEST(test_close_states) {
+  struct nt_pair p;
+  char handle[RAIL_NET_HANDLE_BYTES];
+  void *lc = NULL, *sc = NULL;
+  double t0;
+
+  nt_setup();
+  /* A listener nobody connects to. */
+  CHECK_EQ_INT(rail_net_listen(nt_dev2, handle, &lc), 0);
+  CHECK_EQ_INT(rail_net_close_listen(lc), 0);
+
+  /* A listener closed halfway through a connection: the connector keeps
+   * failing to finish, bounded by the connect timeout, and gives up. */
+  nt_env("NCCL_RAIL_CONNECT_TIMEOUT_MS", "1500");
+  CHECK_EQ_INT(rail_net_listen(nt_dev1, handle, &lc), 0);
+  CHECK_EQ_INT(rail_net_connect(nt_dev1, handle, -1, &sc), 0);
+  {
+    void *rc_ = NULL;
+    CHECK_EQ_INT(rail_net_accept(lc, &rc_), 0);
+    if (rc_ != NULL) rail_net_close_recv(rc_);
+  }
+  CHECK_EQ_INT(rail_net_close_listen(lc), 0);
+  t0 = nt_now();
+  {
+    int rc = 0;
+    while (sc == NULL && rc == 0 && nt_now() - t0 < 10) rc = rail_net_connect(nt_dev1, handle, -1, &sc);
+    if (sc != NULL) {
+      /* It may have completed before the listener went: then it fails on use. */
+      rail_net_close_send(sc);
+    } else {
+      CHECK(rc != 0);
+    }
+  }
+  CHECK(nt_now() - t0 < 5);
+  nt_env("NCCL_RAIL_CONNECT_TIMEOUT_MS", NULL);
+
+  /* Requests in flight on both sides, then close both. */
+  CHECK_EQ_INT(nt_connect(nt_dev2, &p, 10), 0);
+  {
+    size_t n = 8 << 20;
+    uint8_t *sb = calloc(1, n), *rb = calloc(1, n);
+    void *sr, *rr, *rr2;
+    CHECK_EQ_INT(nt_irecv(p.rc, rb, n, 0, &rr, 5), 0);
+    CHECK_EQ_INT(nt_irecv(p.rc, rb, 10, 0, &rr2, 5), 0);
+    CHECK_EQ_INT(nt_isend(p.sc, sb, n, 0, &sr, 5), 0);
+    t0 = nt_now();
+    nt_close(&p);
+    CHECK(nt_now() - t0 < 3);
+    free(sb);
+    free(rb);
+  }
+
+  /* Close the receiver first while the sender waits, then the sender. */
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  {
+    size_t n = 4 << 20;
+    uint8_t *sb = calloc(1, n);
+    void *sr;
+    int size, rc;
+    CHECK_EQ_INT(nt_isend(p.sc, sb, n, 0, &sr, 5), 0);
+    rail_net_close_recv(p.rc);
+    p.rc = NULL;
+    rc = nt_wait(sr, &size, 20);
+    CHECK(rc != 0 && rc != -ETIME);
+    /* After the error, further calls report it too and close still works. */
+    {
+      void *req = (void *)1;
+      CHECK(rail_net_isend(p.sc, sb, 10, 0, NULL, &req) != 0);
+    }
+    t0 = nt_now();
+    nt_close(&p);
+    CHECK(nt_now() - t0 < 3);
+    free(sb);
+  }
+}
+
+RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live, test_sysfs_fake_tree,
+               test_addr_helpers, test_devices_fused, test_common_pci, test_handle_roundtrip,
+               test_hello_roundtrip, test_rail_matching, test_props, test_reg_mr, test_sizes,
+               test_in_flight, test_irecv_n, test_truncation, test_two_rails_stripe,
+               test_two_rails_small, test_close_states)

@@ -1,0 +1,285 @@
+/* Site rules file parser (rules.h). */
+#include "tuner/rules.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "plugin/log.h"
+#include "tuner/model.h"
+
+#define MAX_TOKENS 16
+#define MAX_LINE 1024
+
+/* "4096", "64K", "1M": a size with an optional power-of-1024 suffix. */
+static int parse_size(const char *s, uint64_t *out) {
+  char *end;
+  unsigned long long v;
+  int shift = 0;
+
+  if (!isdigit((unsigned char)s[0])) return -EINVAL;
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno != 0) return -EINVAL;
+  switch (toupper((unsigned char)*end)) {
+  case 'K':
+    shift = 10;
+    end++;
+    break;
+  case 'M':
+    shift = 20;
+    end++;
+    break;
+  case 'G':
+    shift = 30;
+    end++;
+    break;
+  case 'T':
+    shift = 40;
+    end++;
+    break;
+  default: break;
+  }
+  /* Accept "KiB"/"KB"/"B" spellings people copy from nccl-tests. */
+  if (*end == 'i' || *end == 'I') end++;
+  if (*end == 'b' || *end == 'B') end++;
+  if (*end != '\0' || (shift && v > (UINT64_MAX >> shift))) return -EINVAL;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+/* "*", "N", "lo-hi", "lo-": an inclusive range. */
+static int parse_range(const char *s, uint64_t *lo, uint64_t *hi) {
+  char buf[64];
+  char *dash;
+
+  if (strcmp(s, "*") == 0) {
+    *lo = 0;
+    *hi = UINT64_MAX;
+    return 0;
+  }
+  if (strlen(s) >= sizeof(buf)) return -EINVAL;
+  strcpy(buf, s);
+  dash = strchr(buf, '-');
+  if (dash == NULL) {
+    if (parse_size(buf, lo) != 0) return -EINVAL;
+    *hi = *lo;
+    return 0;
+  }
+  *dash = '\0';
+  if (parse_size(buf, lo) != 0) return -EINVAL;
+  if (dash[1] == '\0') {
+    *hi = UINT64_MAX;
+    return 0;
+  }
+  if (parse_size(dash + 1, hi) != 0 || *hi < *lo) return -EINVAL;
+  return 0;
+}
+
+static int parse_count_range(const char *s, int *lo, int *hi) {
+  uint64_t l, h;
+  if (parse_range(s, &l, &h) != 0 || l > INT_MAX) return -EINVAL;
+  *lo = (int)l;
+  *hi = h > INT_MAX ? INT_MAX : (int)h;
+  return 0;
+}
+
+/* Splits on blanks; "->" stays a token of its own. Returns the count, or -1
+ * when there are too many. */
+static int tokenize(char *line, char **tok) {
+  int n = 0;
+  char *p = line;
+
+  for (;;) {
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '\0') return n;
+    if (n == MAX_TOKENS) return -1;
+    tok[n++] = p;
+    while (*p != '\0' && *p != ' ' && *p != '\t') p++;
+    if (*p != '\0') *p++ = '\0';
+  }
+}
+
+/* Fills *r from one line's tokens, or says what is wrong in why. */
+static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why, size_t wlen) {
+  int arrow = -1, i;
+
+  for (i = 0; i < ntok; i++)
+    if (strcmp(tok[i], "->") == 0) arrow = i;
+  if (arrow < 0) {
+    snprintf(why, wlen, "no \"->\" between the match and the choice");
+    return -EINVAL;
+  }
+  if (arrow < 2) {
+    snprintf(why, wlen, "expected \"<collective> <bytes>\" before \"->\"");
+    return -EINVAL;
+  }
+  memset(r, 0, sizeof(*r));
+  r->max_nodes = r->max_ranks = INT_MAX;
+  if (strcmp(tok[0], "*") == 0) {
+    r->coll = -1;
+  } else if ((r->coll = rail_tuner_coll_parse(tok[0])) < 0) {
+    snprintf(why, wlen,
+             "unknown collective \"%s\" (allreduce, allgather, reducescatter, "
+             "broadcast, reduce or *)",
+             tok[0]);
+    return -EINVAL;
+  }
+  if (parse_range(tok[1], &r->min_bytes, &r->max_bytes) != 0) {
+    snprintf(why, wlen, "bad byte range \"%s\" (e.g. 0-64K, 1M-, *)", tok[1]);
+    return -EINVAL;
+  }
+  for (i = 2; i < arrow; i++) {
+    int rc = -EINVAL;
+    if (strncasecmp(tok[i], "nodes=", 6) == 0)
+      rc = parse_count_range(tok[i] + 6, &r->min_nodes, &r->max_nodes);
+    else if (strncasecmp(tok[i], "ranks=", 6) == 0)
+      rc = parse_count_range(tok[i] + 6, &r->min_ranks, &r->max_ranks);
+    if (rc != 0) {
+      snprintf(why, wlen, "bad condition \"%s\" (nodes=N, ranks=N, or ranges lo-hi)", tok[i]);
+      return -EINVAL;
+    }
+  }
+  if (ntok - arrow < 3) {
+    snprintf(why, wlen, "expected \"<algorithm> <protocol>\" after \"->\"");
+    return -EINVAL;
+  }
+  r->algo = rail_tuner_algo_parse(tok[arrow + 1]);
+  if (r->algo < 0) {
+    snprintf(why, wlen,
+             "unknown algorithm \"%s\" (tree, ring, nvls, nvls_tree, pat, "
+             "collnet_direct, collnet_chain)",
+             tok[arrow + 1]);
+    return -EINVAL;
+  }
+  r->proto = rail_tuner_proto_parse(tok[arrow + 2]);
+  if (r->proto < 0) {
+    snprintf(why, wlen, "unknown protocol \"%s\" (ll, ll128, simple)", tok[arrow + 2]);
+    return -EINVAL;
+  }
+  if (r->proto != RAIL_PROTO_SIMPLE && r->algo != RAIL_ALGO_RING && r->algo != RAIL_ALGO_TREE) {
+    snprintf(why, wlen, "%s runs only with the simple protocol", tok[arrow + 1]);
+    return -EINVAL;
+  }
+  for (i = arrow + 3; i < ntok; i++) {
+    int lo, hi;
+    if (strncasecmp(tok[i], "channels=", 9) != 0 || parse_count_range(tok[i] + 9, &lo, &hi) != 0 ||
+        lo != hi || lo < 1 || lo > 64) {
+      snprintf(why, wlen, "bad option \"%s\" (channels=1..64)", tok[i]);
+      return -EINVAL;
+    }
+    r->channels = lo;
+  }
+  return 0;
+}
+
+int rail_tuner_rules_parse(const char *text, const char *name, struct rail_tuner_rules **out) {
+  struct rail_tuner_rules *rules;
+  const char *p = text;
+  size_t cap = 1;
+  int lineno = 0;
+
+  /* One rule per line at most: count lines for the allocation. */
+  for (const char *q = text; *q != '\0'; q++)
+    if (*q == '\n') cap++;
+  rules = calloc(1, sizeof(*rules) + cap * sizeof(rules->rules[0]));
+  if (rules == NULL) return -ENOMEM;
+  snprintf(rules->path, sizeof(rules->path), "%s", name);
+
+  while (*p != '\0') {
+    char line[MAX_LINE], why[160];
+    char *tok[MAX_TOKENS], *hash;
+    size_t len = strcspn(p, "\n");
+    int ntok;
+
+    lineno++;
+    if (len >= sizeof(line)) {
+      RAIL_WARN("%s:%d: line longer than %zu characters; skipped", name, lineno, sizeof(line) - 1);
+      rules->nbad++;
+      goto next;
+    }
+    memcpy(line, p, len);
+    line[len] = '\0';
+    if ((hash = strchr(line, '#')) != NULL) *hash = '\0';
+    for (char *c = line; *c != '\0'; c++)
+      if (*c == '\r') *c = ' ';
+    ntok = tokenize(line, tok);
+    if (ntok == 0) goto next;
+    if (ntok < 0) {
+      RAIL_WARN("%s:%d: more than %d words; skipped", name, lineno, MAX_TOKENS);
+      rules->nbad++;
+      goto next;
+    }
+    if (parse_rule(tok, ntok, &rules->rules[rules->nrules], why, sizeof(why)) != 0) {
+      RAIL_WARN("%s:%d: %s; line skipped", name, lineno, why);
+      rules->nbad++;
+      goto next;
+    }
+    rules->rules[rules->nrules++].line = lineno;
+  next:
+    p += len;
+    if (*p == '\n') p++;
+  }
+  *out = rules;
+  return 0;
+}
+
+int rail_tuner_rules_load(const char *path, struct rail_tuner_rules **out) {
+  FILE *f;
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
+
+  f = fopen(path, "r");
+  if (f == NULL) {
+    rc = -errno;
+    RAIL_WARN("NCCL_RAIL_TUNER_FILE=%s: cannot open: %s; no site rules", path, strerror(-rc));
+    return rc;
+  }
+  for (;;) {
+    size_t got;
+    if (cap - len < 4096) {
+      char *grown = realloc(text, cap + 65536);
+      if (grown == NULL) {
+        rc = -ENOMEM;
+        goto close_file;
+      }
+      text = grown;
+      cap += 65536;
+    }
+    got = fread(text + len, 1, cap - len - 1, f);
+    len += got;
+    if (got == 0) break;
+  }
+  if (ferror(f)) {
+    rc = -EIO;
+    RAIL_WARN("NCCL_RAIL_TUNER_FILE=%s: read error; no site rules", path);
+    goto close_file;
+  }
+  text[len] = '\0';
+  rc = rail_tuner_rules_parse(text, path, out);
+close_file:
+  free(text);
+  fclose(f);
+  return rc;
+}
+
+void rail_tuner_rules_free(struct rail_tuner_rules *rules) { free(rules); }
+
+const struct rail_tuner_rule *rail_tuner_rules_match(const struct rail_tuner_rules *rules, int coll,
+                                                     size_t nbytes, int nodes, int ranks) {
+  if (rules == NULL) return NULL;
+  for (int i = 0; i < rules->nrules; i++) {
+    const struct rail_tuner_rule *r = &rules->rules[i];
+    if (r->coll >= 0 && r->coll != coll) continue;
+    if ((uint64_t)nbytes < r->min_bytes || (uint64_t)nbytes > r->max_bytes) continue;
+    if (nodes < r->min_nodes || nodes > r->max_nodes) continue;
+    if (ranks < r->min_ranks || ranks > r->max_ranks) continue;
+    return r;
+  }
+  return NULL;
+}

@@ -1,0 +1,50 @@
+/* Site rules (NCCL_RAIL_TUNER_FILE): measured winners that override the
+ * model. One rule a line; docs/tuning.md has the format:
+ *
+ *   # collective  bytes       [nodes=N] [ranks=N]  ->  algo  proto  [channels=N]
+ *   allreduce     0-64K       nodes=2   ranks=16   ->  tree  ll     channels=4
+ *   *             1M-         nodes=4-16           ->  ring  simple
+ *
+ * Bytes and counts are inclusive ranges "lo-hi", "lo-" (no upper bound),
+ * a single value, or "*"; sizes take K, M, G, T (powers of 1024). The first
+ * rule that matches wins. A bad line is reported once with the file name and
+ * line number and skipped; the other lines apply.
+ *
+ * A loaded set is immutable: readers on any thread need no lock. */
+#ifndef RAIL_TUNER_RULES_H
+#define RAIL_TUNER_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RAIL_TUNER_RULES_PATH 256
+
+struct rail_tuner_rule {
+  int coll; /* enum rail_coll, or -1 for any */
+  uint64_t min_bytes, max_bytes;
+  int min_nodes, max_nodes;
+  int min_ranks, max_ranks;
+  int algo, proto; /* enum rail_algo, enum rail_proto */
+  int channels;    /* 0: leave NCCL's count */
+  int line;        /* in the file, for logs */
+};
+
+struct rail_tuner_rules {
+  char path[RAIL_TUNER_RULES_PATH];
+  int nrules;
+  int nbad; /* lines skipped */
+  struct rail_tuner_rule rules[];
+};
+
+/* Parses text (a whole file's contents) named name in messages. Bad lines are
+ * warned about and skipped; *out may hold zero rules. -ENOMEM only. */
+int rail_tuner_rules_parse(const char *text, const char *name, struct rail_tuner_rules **out);
+/* Reads and parses a file; -errno (warned once, naming the file) if it
+ * cannot be read. */
+int rail_tuner_rules_load(const char *path, struct rail_tuner_rules **out);
+void rail_tuner_rules_free(struct rail_tuner_rules *rules);
+/* The first rule matching, or NULL. rules may be NULL. */
+const struct rail_tuner_rule *rail_tuner_rules_match(const struct rail_tuner_rules *rules, int coll,
+                                                     size_t nbytes, int nodes, int ranks);
+
+#endif
