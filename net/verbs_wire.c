@@ -19,6 +19,7 @@
 
 #define RAIL_VERBS_NIC_POLL_MS 5  /* how often a progressing conn reads async events */
 #define RAIL_VERBS_WATCH_MS 100   /* how often a waiting conn checks its side channel */
+#define RAIL_VERBS_PROBE_MS 1000  /* a waiting conn this quiet asks the peer's QP for an ACK */
 #define RAIL_VERBS_LANE_SPLIT (64 << 10) /* a rail's part uses all its lanes from here */
 #define RAIL_VERBS_CQ_BATCH 32
 #define RAIL_VERBS_MAX_LANES (RAIL_VERBS_MAX_RAILS * RAIL_VERBS_MAX_QPS)
@@ -391,7 +392,7 @@ struct rail_verbs_credit {
 #define RAIL_IMM_TRUNC(imm) (((imm) >> 20) & 1u)
 
 /* wr_id: kind, lane and sequence number (or flush slot). */
-enum { RAIL_WR_DATA = 1, RAIL_WR_CREDIT = 2, RAIL_WR_FLUSH = 3, RAIL_WR_RECV = 4 };
+enum { RAIL_WR_DATA = 1, RAIL_WR_CREDIT = 2, RAIL_WR_FLUSH = 3, RAIL_WR_RECV = 4, RAIL_WR_PROBE = 5 };
 #define RAIL_WRID(kind, lane, seq) \
   (((uint64_t)(kind) << 56) | ((uint64_t)(lane) << 48) | (uint64_t)(uint32_t)(seq))
 #define RAIL_WRID_KIND(id) ((int)((id) >> 56))
@@ -462,6 +463,8 @@ struct rail_verbs_conn {
   uint32_t issue_seq; /* sender: oldest message not yet written */
   int inflight;       /* requests waiting on the peer or the NIC */
   uint64_t last_activity_ms, next_watch_ms;
+  uint64_t last_probe_ms; /* when the outstanding (or last) probe was posted */
+  int probing;            /* a probe write is outstanding */
   int timeout_ms, watch_fd, traffic_class;
   size_t min_stripe;
   rail_verbs_split_fn split;
@@ -1180,12 +1183,15 @@ static void rail_conn_poll_cqs(struct rail_verbs_conn *c) {
   for (int rail = 0; rail < c->nrails && c->err == 0; rail++) {
     int n;
     while ((n = ibv_poll_cq(c->rails[rail].cq, RAIL_VERBS_CQ_BATCH, wcs)) > 0) {
-      c->last_activity_ms = rail_verbs_now_ms();
       for (int i = 0; i < n && c->err == 0; i++) {
         const struct ibv_wc *wc = &wcs[i];
         int kind = RAIL_WRID_KIND(wc->wr_id), li = RAIL_WRID_LANE(wc->wr_id);
         uint32_t seq = RAIL_WRID_SEQ(wc->wr_id);
         struct rail_verbs_req *r = NULL;
+
+        /* A probe's ACK shows the peer's QP exists, not that the peer makes
+         * progress: it does not hold off the silence timeout. */
+        if (kind != RAIL_WR_PROBE) c->last_activity_ms = rail_verbs_now_ms();
 
         if (kind == RAIL_WR_FLUSH) {
           r = &c->flush[seq % RAIL_VERBS_FIFO];
@@ -1202,6 +1208,7 @@ static void rail_conn_poll_cqs(struct rail_verbs_conn *c) {
         }
         if (li >= c->nlanes) continue;
         if (kind != RAIL_WR_RECV) c->lanes[li].sq_used--;
+        if (kind == RAIL_WR_PROBE) c->probing = 0;
         if (kind == RAIL_WR_DATA) r = &c->reqs[seq % RAIL_VERBS_FIFO];
         if (wc->status != IBV_WC_SUCCESS) {
           if (rail_lane_error(c, li, wc)) break;
@@ -1224,7 +1231,7 @@ static void rail_conn_poll_cqs(struct rail_verbs_conn *c) {
           }
           rail_recv_arrived(c, wc);
           break;
-        default: /* RAIL_WR_CREDIT: nothing to do but count it */
+        default: /* RAIL_WR_CREDIT, RAIL_WR_PROBE: nothing to do but count them */
           break;
         }
       }
@@ -1245,6 +1252,30 @@ static int rail_conn_peer_closed(struct rail_verbs_conn *c) {
   if (poll(&pfd, 1, 0) <= 0) return 0;
   if (pfd.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
   return (pfd.revents & POLLIN) && recv(c->watch_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* Waiting without news: an empty RDMA WRITE to the peer's QP. A live QP
+ * ACKs it; a peer whose process died has no QP any more, so the RC retries
+ * run out and the completion error fails the connection within seconds,
+ * also when nothing else of ours is in flight (a sender waiting for credits,
+ * a receiver waiting for data) and no side channel is watched. Zero-length
+ * writes check no rkey, so the sender needs no address of the receiver. */
+static void rail_conn_probe(struct rail_verbs_conn *c, uint64_t now) {
+  for (int li = 0; li < c->nlanes; li++) {
+    struct rail_verbs_lane *l = &c->lanes[li];
+    int rail = l->rail;
+
+    if (l->dead || !rail_verbs_nic_is_up(c->rails[rail].nic) || l->sq_used >= l->sq_max) continue;
+    if (rail_post_write(c, li, RAIL_WRID(RAIL_WR_PROBE, li, 0), NULL, 0, 0,
+                        c->is_sender ? 0 : c->rfifo_addr, c->is_sender ? 0 : c->rails[rail].rfifo_rkey,
+                        0, 0) != 0) {
+      rail_conn_fail(c, -EIO);
+      return;
+    }
+    c->probing = 1;
+    c->last_probe_ms = now;
+    return;
+  }
 }
 
 int rail_verbs_conn_progress(struct rail_verbs_conn *c) {
@@ -1272,7 +1303,10 @@ int rail_verbs_conn_progress(struct rail_verbs_conn *c) {
       return c->err;
     }
   }
-  if (now - c->last_activity_ms > (uint64_t)c->timeout_ms) {
+  if (!c->probing && now - c->last_activity_ms >= RAIL_VERBS_PROBE_MS &&
+      now - c->last_probe_ms >= RAIL_VERBS_PROBE_MS)
+    rail_conn_probe(c, now);
+  if (c->err == 0 && now - c->last_activity_ms > (uint64_t)c->timeout_ms) {
     RAIL_WARN("verbs: no progress from peer %s for %d ms with %d request(s) pending on %s QP %#x "
               "(NCCL_RAIL_TIMEOUT_MS)",
               c->peer, c->timeout_ms, c->inflight, c->rails[0].nic->name, c->lanes[0].qp->qp_num);

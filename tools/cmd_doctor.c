@@ -89,10 +89,14 @@ static void rail_doctor_nics(struct rail_doctor *d, const struct rail_topo *t) {
   }
   for (int i = 0; i < t->nnics; i++) {
     const struct rail_topo_nic *n = &t->nics[i];
+    /* A down bridge or veth (docker0 with no container) is normal; a down
+     * physical NIC is a rail the node was cabled for and will not use. */
+    if ((n->flags & RAIL_NIC_DOWN) && (n->flags & RAIL_NIC_NO_PCI))
+      continue;
     if (n->flags & RAIL_NIC_DOWN)
-      rail_doctor_say(d, 2, "link", "%s: link is down", n->name);
+      rail_doctor_say(d, 2, "link", "%s: %s", n->name, n->note[0] ? n->note : "link is down");
     else if (n->flags & RAIL_NIC_SLOW)
-      rail_doctor_say(d, 1, "speed", "%s: %d Mb/s, below the other NICs of its rail", n->name, n->speed_mbps);
+      rail_doctor_say(d, 1, "speed", "%s: %s", n->name, n->note[0] ? n->note : "below its rail peers");
     else
       rail_doctor_say(d, 0, "link", "%s: up, %d Mb/s, NUMA %d", n->name, n->speed_mbps, n->numa);
     if (t->nnuma > 1 && n->numa < 0 && !(n->flags & RAIL_NIC_NO_PCI))
@@ -154,8 +158,12 @@ static void rail_doctor_rails(struct rail_doctor *d, const struct rail_topo *t) 
     rail_doctor_say(d, 0, "gpus", "no GPUs found: rails are grouped by NUMA node");
     return;
   }
-  if (t->ngroups == 1 && t->ngpus > 1)
+  int used = 0;
+  for (int g = 0; g < t->ngroups; g++) used += rail_topo_group_used(t, g);
+  if (used == 1 && t->ngpus > 1)
     rail_doctor_say(d, 1, "rails", "one rail for %d GPUs: inter-node bandwidth is one NIC's", t->ngpus);
+  else
+    rail_doctor_say(d, used ? 0 : 2, "rails", "%d GPUs, %d rails in use", t->ngpus, used);
   for (int g = 0; g < t->ngroups; g++)
     for (int k = 0; k < t->ngpus; k++)
       if ((t->groups[g].gpu_mask >> k & 1) && t->gpus[k].numa >= 0 && t->groups[g].numa >= 0 &&

@@ -27,6 +27,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "plugin/abi/nccl_net.h"
@@ -43,6 +46,7 @@ const char *rail_test_current;
 struct harness {
   const char *plugin;
   const char *so_path;
+  const char *peer_netns; /* the child's network namespace (--peer-netns) */
   int version;
   uint64_t seed;
   void *dl;
@@ -1234,9 +1238,35 @@ static const struct scenario scenarios[] = {
     {"multi", 1, multi_side, multi_side, 0, 0},
 };
 
+/* Moves this (single-threaded, just forked) process into the named network
+ * namespace the way `ip netns exec` does, sysfs included: the plugin reads
+ * /sys/class/net, which shows the namespace of whoever mounted it. This
+ * puts the sender on another "node" of the dual-rail rig (tests/rig). */
+static int enter_netns(const char *name) {
+  char path[512];
+  int fd;
+
+  snprintf(path, sizeof(path), "%s%s", strchr(name, '/') ? "" : "/var/run/netns/", name);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+    fprintf(stderr, "%s: cannot enter network namespace %s: %s\n", rail_test_current, path,
+            strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  close(fd);
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) != 0 ||
+      umount2("/sys", MNT_DETACH) != 0 || mount(name, "/sys", "sysfs", 0, NULL) != 0) {
+    fprintf(stderr, "%s: cannot remount /sys in network namespace %s: %s\n", rail_test_current,
+            path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 static int usage(void) {
   fprintf(stderr, "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario "
-                  "NAME [--seed N] [--path SO_PATH]\nscenarios:");
+                  "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME]\nscenarios:");
   for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
     fprintf(stderr, " %s", scenarios[i].name);
   fprintf(stderr, "\n");
@@ -1258,6 +1288,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--scenario") == 0) name = argv[i + 1];
     else if (strcmp(argv[i], "--seed") == 0) h.seed = strtoull(argv[i + 1], NULL, 0);
     else if (strcmp(argv[i], "--path") == 0) h.so_path = argv[i + 1];
+    else if (strcmp(argv[i], "--peer-netns") == 0) h.peer_netns = argv[i + 1];
     else return usage();
   }
   if (argc % 2 == 0 || h.plugin == NULL || name == NULL || h.version < 8 || h.version > 11)
@@ -1287,6 +1318,7 @@ int main(int argc, char **argv) {
     if (h.peer == 0) {
       h.child = 1;
       snprintf(label, sizeof(label), "v%d.%s/child", h.version, sc->name);
+      if (h.peer_netns != NULL && enter_netns(h.peer_netns) != 0) _exit(1);
       sc->child(&h);
       fflush(stdout);
       fflush(stderr);

@@ -6,8 +6,9 @@
 #           r1 10.201.2.1/24 <------ rail 1 ------> r1 10.201.2.2/24
 #
 # Each rail can be shaped to a rate with tc tbf on the egress of both ends
-# (and delayed with netem), so that the rail, not the CPU, is the bottleneck
-# and the plugin's striping can be measured against a known rate R.
+# (and delayed with netem, where the kernel has sch_netem), so that the rail,
+# not the CPU, is the bottleneck and the plugin's striping can be measured
+# against a known rate R.
 #
 # Usage: dualrail.sh [--name NAME] COMMAND [ARGS]
 #   up [--rate0 MBIT] [--rate1 MBIT] [--delay MS] [--mtu BYTES]
@@ -38,6 +39,7 @@
 # where that is a failure. Binaries come from RAIL_BUILD_DIR (default
 # <source>/build); every step that could hang runs under `timeout`.
 set -euo pipefail
+shopt -s inherit_errexit
 
 rig_src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${RAIL_BUILD_DIR:-$rig_src/build}
@@ -215,7 +217,6 @@ rig_down() {
 # rig_own: build a rig of our own for this command (unique name unless one
 # was given) and delete it on exit, whatever happens.
 rig_own() {
-  rig_require
   if ((!rig_named)); then
     rig_name="rrig$$"
   fi
@@ -302,6 +303,7 @@ cmd_selftest() {
       *) die "selftest: unknown option $1" ;;
     esac
   done
+  command -v iperf3 >/dev/null || die "selftest needs iperf3"
   rig_own "$rate" "$rate" 0 "$mtu"
   local fail=0 m0 m1 both half
   m0=$(iperf_rails "$secs" 0)
@@ -451,22 +453,27 @@ cmd_perf() {
   # one run disturbed by another process on the machine does not decide.
   local -a opts=(--min-bytes 4M --max-bytes 64M --step 4 --seconds 4
     --no-raw --no-iperf3 --no-twoway --lat-iters 0)
-  local iperf dev both one half rows
-  iperf=$(iperf_rails 3 0)
-  log "R = $rate Mbit/s per rail, MTU $mtu, median of $repeat runs; iperf3 on rail 0 alone: $iperf Mbit/s"
+  local iperf="not installed" dev both one half rows
+  if command -v iperf3 >/dev/null; then
+    iperf="$(iperf_rails 3 0) Mbit/s"
+  fi
+  log "R = $rate Mbit/s per rail, MTU $mtu, median of $repeat runs; iperf3 on rail 0 alone: $iperf"
 
   bench_runs r0,r1 both "$repeat" "${opts[@]}" || return 1
   dev=$(json_get "$rig_tmp/both.1.json" 'j["device_name"]')
   { read -r both && read -r rows; } < <(bench_summary both "$repeat")
+  [[ -n $both ]] || die "no figures in the bench output (both)"
   log "both rails at R, device \"$dev\": $rows (Mbit/s); rail bytes r0 r1: $(cat "$rig_tmp/both.tx")"
 
   bench_runs r0 one "$repeat" "${opts[@]}" || return 1
   { read -r one && read -r rows; } < <(bench_summary one "$repeat")
+  [[ -n $one ]] || die "no figures in the bench output (one)"
   log "rail 0 only (NCCL_RAIL_IFNAMES=r0): $rows"
 
   rig_shape "$rate" $((rate / 2)) 0
   bench_runs r0,r1 half "$repeat" "${opts[@]}" || return 1
   { read -r half && read -r rows; } < <(bench_summary half "$repeat")
+  [[ -n $half ]] || die "no figures in the bench output (half)"
   log "rails at R and R/2: $rows; rail bytes r0 r1: $(cat "$rig_tmp/half.tx")"
 
   echo "nccl-rail bench on the dual-rail rig, R = $rate Mbit/s per rail (tc tbf), MTU $mtu," \
@@ -846,11 +853,28 @@ main() {
       in_ns "$node" "$@"
       ;;
     status) cmd_status ;;
-    selftest) cmd_selftest "$@" ;;
-    perf) cmd_perf "$@" ;;
-    run-bench) cmd_run_bench "$@" ;;
-    run-abi) cmd_run_abi "$@" ;;
-    run-failover) cmd_run_failover "$@" ;;
+    # These build a rig of their own: whether one can be built decides
+    # first, so that a machine without root skips them whatever else lacks.
+    selftest)
+      rig_require
+      cmd_selftest "$@"
+      ;;
+    perf)
+      rig_require
+      cmd_perf "$@"
+      ;;
+    run-bench)
+      rig_require
+      cmd_run_bench "$@"
+      ;;
+    run-abi)
+      rig_require
+      cmd_run_abi "$@"
+      ;;
+    run-failover)
+      rig_require
+      cmd_run_failover "$@"
+      ;;
     *) die "unknown command '$cmd' (see --help)" ;;
   esac
 }

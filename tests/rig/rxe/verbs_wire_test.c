@@ -9,7 +9,9 @@
  *   kill-sender the sender is SIGKILLed mid-stream: the receiver fails with
  *               -ECONNRESET (side channel EOF) within 2 s
  *   kill-receiver the receiver is SIGKILLed mid-stream: the sender, which
- *               watches no side channel, fails from RC retries within 10 s
+ *               watches no side channel, fails from its writes within 10 s
+ *   kill-idle-receiver the same while the sender only waits for credits:
+ *               its probe write finds the peer's QP gone within 10 s
  *   portdown    two rails; after a striped batch the second rail's netdev is
  *               taken down: the next batch completes on the first rail only
  *               (hw_counters prove it) and both sides WARN naming the port
@@ -344,6 +346,10 @@ static int run_until_error(struct rail_verbs_conn *c, int is_sender, int status_
       if (rc == 0 && reqs[s] != NULL) rc = rail_verbs_test(reqs[s], &done, &got);
       if (rc != 0) {
         printf("[%s] failed after %d messages: %s (%d)\n", role, ndone, strerror(-rc), rc);
+        /* The QPs go first: only then may the buffer be unregistered. */
+        rail_verbs_conn_destroy(c);
+        rail_verbs_mr_dereg(mr);
+        free(buf);
         return rc;
       }
       if (done) {
@@ -352,6 +358,12 @@ static int run_until_error(struct rail_verbs_conn *c, int is_sender, int status_
           char b = 'S';
           said = 1;
           if (write(status_fd, &b, 1) != 1) FAIL("status pipe");
+          /* kill-idle-receiver: stop posting, so the sender ends up waiting
+           * for credits with nothing in flight when the kill comes. */
+          if (!is_sender && strcmp(opt.mode, "kill-idle-receiver") == 0) {
+            sleep(60);
+            FAIL("not killed");
+          }
         }
       }
     }
@@ -486,7 +498,7 @@ static int run_portdown(struct rail_verbs_conn *c, int is_sender, int fd) {
 static int child(int is_sender, int fd, int status_fd) {
   const char *mode = opt.mode;
   struct rail_verbs_conn *c;
-  int watch = strcmp(mode, "kill-receiver") != 0, rc = 1;
+  int watch = strcmp(mode, "kill-receiver") != 0 && strcmp(mode, "kill-idle-receiver") != 0, rc = 1;
 
   role = is_sender ? "send" : "recv";
   rail_log_set_logger(logger);
@@ -502,8 +514,13 @@ static int child(int is_sender, int fd, int status_fd) {
     rc = run_portdown(c, is_sender, fd);
   } else if (strncmp(mode, "kill-", 5) == 0) {
     int err = run_until_error(c, is_sender, status_fd);
+    c = NULL; /* destroyed there */
     printf("[%s] error: %s\n", role, strerror(-err));
-    rc = (err == -ECONNRESET || err == -ETIMEDOUT) ? 0 : 1;
+    /* Which error depends on timing: writes in flight into the dead peer's
+     * freed memory get a remote access NAK (-EPROTO); otherwise the RC
+     * retries (probe or data) run out (-ECONNRESET), or the side channel
+     * closes (-ECONNRESET). A timeout (-ETIMEDOUT) would mean neither worked. */
+    rc = (err == -ECONNRESET || err == -EPROTO) ? 0 : 1;
     if (strstr(warns, is_sender ? "QP" : "closed its side channel") == NULL) {
       fprintf(stderr, "[%s] FAIL: the WARN does not name the QP or the side channel\n", role);
       rc = 1;
@@ -530,7 +547,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--idle-us") && i + 1 < argc) opt.idle_us = atoi(argv[++i]);
     else if (argv[i][0] != '-' && opt.mode == NULL) opt.mode = argv[i];
     else {
-      fprintf(stderr, "usage: %s sizes|trunc|kill-sender|kill-receiver|portdown|bw [options]\n", argv[0]);
+      fprintf(stderr, "usage: %s sizes|trunc|kill-sender|kill-receiver|kill-idle-receiver|portdown|bw [options]\n", argv[0]);
       return 2;
     }
   }
@@ -566,6 +583,7 @@ int main(int argc, char **argv) {
   close(status_recv[1]);
   if (strncmp(opt.mode, "kill-", 5) == 0) {
     int kill_sender = strcmp(opt.mode, "kill-sender") == 0;
+    double bound = kill_sender ? 2.0 : 10.0;
     struct pollfd pfd = {.fd = kill_sender ? status_send[0] : status_recv[0], .events = POLLIN};
     pid_t victim = kill_sender ? ps : pr, survivor = kill_sender ? pr : ps;
     char b;
@@ -576,7 +594,7 @@ int main(int argc, char **argv) {
     t_kill = now_s();
     waitpid(victim, NULL, 0);
     {
-      double deadline = t_kill + (kill_sender ? 2.0 : 10.0);
+      double deadline = t_kill + bound;
       int status = 0;
       pid_t w = 0;
       while (w == 0 && now_s() < deadline + 30) {

@@ -21,7 +21,7 @@
 #include "plugin/log.h"
 #include "plugin/param.h"
 
-static double nt_now(void) {
+static inline double nt_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -34,7 +34,7 @@ static char nt_log_buf[1 << 16];
 static size_t nt_log_len;
 static int nt_log_warns;
 
-static void nt_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+static inline void nt_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
 
@@ -52,7 +52,7 @@ static void nt_logger(int level, unsigned long flags, const char *file, int line
     fprintf(stderr, "  [%s] %s\n", level == RAIL_LOG_WARN ? "WARN" : "info", msg);
 }
 
-static void nt_log_start(void) {
+static inline void nt_log_start(void) {
   pthread_mutex_lock(&nt_log_mu);
   nt_log_len = 0;
   nt_log_buf[0] = '\0';
@@ -62,7 +62,7 @@ static void nt_log_start(void) {
 }
 
 /* 1 if some WARN since nt_log_start() contains every non-NULL needle. */
-static int nt_log_has(const char *a, const char *b) {
+static inline int nt_log_has(const char *a, const char *b) {
   int found = 0;
   pthread_mutex_lock(&nt_log_mu);
   for (char *line = nt_log_buf; *line && !found;) {
@@ -78,7 +78,7 @@ static int nt_log_has(const char *a, const char *b) {
 
 /* ---- environment ---------------------------------------------------------- */
 
-static void nt_env(const char *name, const char *value) {
+static inline void nt_env(const char *name, const char *value) {
   if (value)
     setenv(name, value, 1);
   else
@@ -88,7 +88,7 @@ static void nt_env(const char *name, const char *value) {
 
 /* ---- devices ------------------------------------------------------------------ */
 
-static struct rail_iface nt_lo_iface(const char *ip, int speed_mbps) {
+static inline struct rail_iface nt_lo_iface(const char *ip, int speed_mbps) {
   struct rail_iface ifc;
   struct sockaddr_in *in = (struct sockaddr_in *)&ifc.addr;
 
@@ -106,7 +106,7 @@ static struct rail_iface nt_lo_iface(const char *ip, int speed_mbps) {
 }
 
 /* A device of n loopback rails at 127.0.0.1, 127.0.0.2, ... */
-static int nt_lo_device(int n, const int *speeds) {
+static inline int nt_lo_device(int n, const int *speeds) {
   struct rail_iface rails[RAIL_NET_MAX_MEMBERS];
   int dev = -1;
 
@@ -127,7 +127,7 @@ struct nt_pair {
 };
 
 /* listen + connect + accept, driven alternately from this thread. */
-static int nt_connect(int dev, struct nt_pair *p, double timeout_s) {
+static inline int nt_connect(int dev, struct nt_pair *p, double timeout_s) {
   double t0 = nt_now();
   int rc;
 
@@ -147,7 +147,7 @@ static int nt_connect(int dev, struct nt_pair *p, double timeout_s) {
   return 0;
 }
 
-static void nt_close(struct nt_pair *p) {
+static inline void nt_close(struct nt_pair *p) {
   if (p->sc) rail_net_close_send(p->sc);
   if (p->rc) rail_net_close_recv(p->rc);
   if (p->lc) rail_net_close_listen(p->lc);
@@ -156,7 +156,7 @@ static void nt_close(struct nt_pair *p) {
 
 /* ---- data ----------------------------------------------------------------------- */
 
-static uint8_t nt_byte(uint64_t msg, uint64_t i) {
+static inline uint8_t nt_byte(uint64_t msg, uint64_t i) {
   uint64_t x = (msg + 1) * 0x9e3779b97f4a7c15ull + (i / 8) * 0xbf58476d1ce4e5b9ull;
   x ^= x >> 31;
   x *= 0x94d049bb133111ebull;
@@ -164,19 +164,19 @@ static uint8_t nt_byte(uint64_t msg, uint64_t i) {
   return (uint8_t)(x >> (8 * (i % 8)));
 }
 
-static void nt_fill(uint8_t *buf, size_t n, uint64_t msg) {
+static inline void nt_fill(uint8_t *buf, size_t n, uint64_t msg) {
   for (size_t i = 0; i < n; i++) buf[i] = nt_byte(msg, i);
 }
 
 /* Index of the first wrong byte, or -1. */
-static long long nt_check(const uint8_t *buf, size_t n, uint64_t msg) {
+static inline long long nt_check(const uint8_t *buf, size_t n, uint64_t msg) {
   for (size_t i = 0; i < n; i++)
     if (buf[i] != nt_byte(msg, i)) return (long long)i;
   return -1;
 }
 
 /* Polls a request until done or timeout: 0/-errno from test, -ETIME on timeout. */
-static int nt_wait(void *req, int *size, double timeout_s) {
+static inline int nt_wait(void *req, int *size, double timeout_s) {
   double t0 = nt_now();
   for (;;) {
     int done = 0, rc = rail_net_test(req, &done, size);
@@ -187,7 +187,7 @@ static int nt_wait(void *req, int *size, double timeout_s) {
 }
 
 /* Polls two requests (a send and a receive) until both are done. */
-static int nt_wait2(void *a, int *sa, int *ra, void *b, int *sb, int *rb, double timeout_s) {
+static inline int nt_wait2(void *a, int *sa, int *ra, void *b, int *sb, int *rb, double timeout_s) {
   double t0 = nt_now();
   int da = a == NULL, db = b == NULL;
   *ra = *rb = 0;
@@ -212,7 +212,7 @@ static int nt_wait2(void *a, int *sa, int *ra, void *b, int *sb, int *rb, double
 }
 
 /* Posts a send until it is accepted (NULL = retry) or timeout. */
-static int nt_isend(void *sc, void *data, size_t size, int tag, void **req, double timeout_s) {
+static inline int nt_isend(void *sc, void *data, size_t size, int tag, void **req, double timeout_s) {
   double t0 = nt_now();
   for (;;) {
     int rc;
@@ -223,7 +223,7 @@ static int nt_isend(void *sc, void *data, size_t size, int tag, void **req, doub
   }
 }
 
-static int nt_irecv(void *rc_, void *data, size_t size, int tag, void **req, double timeout_s) {
+static inline int nt_irecv(void *rc_, void *data, size_t size, int tag, void **req, double timeout_s) {
   double t0 = nt_now();
   for (;;) {
     int rc;
@@ -238,7 +238,7 @@ static int nt_irecv(void *rc_, void *data, size_t size, int tag, void **req, dou
 }
 
 /* One message each way of the pair: returns 0 and checks the data. */
-static int nt_roundtrip(struct nt_pair *p, size_t size, uint64_t msg, double timeout_s) {
+static inline int nt_roundtrip(struct nt_pair *p, size_t size, uint64_t msg, double timeout_s) {
   uint8_t *sb = malloc(size ? size : 1), *rb = malloc(size + 64);
   void *sr = NULL, *rr = NULL;
   int ssz = -1, rsz = -1, e1, e2, rc;

@@ -415,12 +415,13 @@ TEST(test_rail_down_both) {
 TEST(test_idle_side_follows) {
   struct nt_pair p;
   struct rail_net_stats rs;
-  uint8_t *buf = malloc(4 << 20);
+  uint8_t *buf = malloc(4 << 20), *out = malloc(4 << 20);
   void *rr, *sr;
   int size;
   double t0;
 
   nt_setup();
+  nt_fill(out, 4 << 20, 11);
   CHECK_EQ_INT(nt_connect(nt_dev2, &p, 10), 0);
   CHECK_EQ_INT(nt_roundtrip(&p, 1 << 20, 1, 10), 0);
   CHECK_EQ_INT(rail_net_comm_rail_down(p.sc, 0), 0);
@@ -433,11 +434,13 @@ TEST(test_idle_side_follows) {
   /* Post the receive, then only ever poll the send: it needs the receiver's
    * CTS and DONE, which the receiver's watcher must move along. */
   CHECK_EQ_INT(nt_irecv(p.rc, buf, 4 << 20, 0, &rr, 5), 0);
-  CHECK_EQ_INT(nt_isend(p.sc, buf, 4 << 20, 0, &sr, 5), 0);
+  CHECK_EQ_INT(nt_isend(p.sc, out, 4 << 20, 0, &sr, 5), 0);
   CHECK_EQ_INT(nt_wait(sr, &size, 10), 0);
   CHECK_EQ_INT(nt_wait(rr, &size, 10), 0);
   CHECK_EQ_INT(size, 4 << 20);
+  CHECK_EQ_INT(nt_check(buf, 4 << 20, 11), -1);
   free(buf);
+  free(out);
   nt_close(&p);
 }
 

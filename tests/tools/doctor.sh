@@ -1,0 +1,34 @@
+#!/bin/sh
+# nccl-rail doctor on fake machines: a down physical NIC fails the check and
+# exits 1, a slow rail member and NCCL overrides warn, the healthy veth rig
+# passes. $1: the nccl-rail binary; $2: tests/fixtures/sysfs.
+set -u
+cli=$1 trees=$2
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+here=$(dirname "$0")
+fail=0
+check() { # check <description> <command...>: report, remember failure
+  desc=$1; shift
+  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
+}
+
+python3 "$here/mktree.py" "$trees/dual-socket.tree" "$tmp/dual" || exit 1
+python3 "$here/mktree.py" "$trees/veth-rig.tree" "$tmp/rig" || exit 1
+
+NCCL_RAIL_SYSFS_ROOT=$tmp/dual NCCL_ALGO=Ring NCCL_NET_PLUGIN=rail "$cli" doctor >"$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+check "a down physical NIC makes doctor exit 1" test "$rc" -eq 1
+check "the down NIC is named" grep -q '^FAIL link .*eth3' "$tmp/out"
+check "the slow rail member is named" grep -q '^WARN speed .*ib1' "$tmp/out"
+check "NCCL_ALGO is reported as overriding the tuner" grep -q '^WARN env .*NCCL_ALGO=Ring' "$tmp/out"
+check "a down docker0 is not a failure" sh -c "! grep -q 'FAIL.*docker0' '$tmp/out'"
+
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail "$cli" doctor >"$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+check "the healthy rig passes" test "$rc" -eq 0
+check "both rails are reported up" sh -c "grep -q '^ok   link .*v0' '$tmp/out' && grep -q '^ok   link .*v1' '$tmp/out'"
+check "no GPUs is said plainly" grep -q 'no GPUs found' "$tmp/out"
+exit $fail
