@@ -105,16 +105,15 @@ struct rail_req {
   int done; /* atomic; set last */
   int error;
   char *data;
-  size_t size;     /* send: bytes; recv: capacity */
-  size_t msg_size; /* recv: bytes the sender sent */
-  int busy;        /* data threads copying from/to data */
+  size_t size;      /* send: bytes; recv: capacity */
+  size_t msg_size;  /* recv: bytes the sender sent */
+  int busy;         /* data threads copying from/to data */
   uint64_t rec_end; /* send inline: log offset where its record ends */
   int got_done;
   /* send */
   struct rail_chunk *chunks;
   uint32_t nchunks, chunks_cap;
   int striped;
-  uint64_t rail_bytes[RAIL_MAX_RAILS];
   /* recv: chunks already counted, one bit per RAIL_UNIT of offset */
   uint64_t *bits;
   size_t bits_cap; /* words */
@@ -130,8 +129,8 @@ struct rail_stream {
   int dead;
   int started;
   pthread_t thread;
-  int busy; /* copying into or out of request busy_seq's buffer */
-  uint64_t busy_seq;
+  int busy; /* copying into or out of request busy_seq's buffer, at busy_off */
+  uint64_t busy_seq, busy_off;
 };
 
 struct rail_link {
@@ -145,7 +144,8 @@ struct rail_link {
   int live; /* data streams not dead */
   int down; /* the whole rail is abandoned */
   double weight;
-  uint64_t bytes; /* payload moved on this rail */
+  uint64_t bytes;      /* payload moved on this rail */
+  uint64_t adapt_mark; /* bytes at the last weight update */
   struct rail_chunk *qhead, *qtail;
   uint64_t qbytes;
   double rr_cur; /* smooth weighted round-robin state */
@@ -176,7 +176,7 @@ struct rail_chan {
 struct rail_comm {
   int is_send;
   pthread_mutex_t mu;
-  pthread_cond_t work; /* send: chunks queued, or closing */
+  pthread_cond_t work; /* send: chunks queued; recv: a data thread stopped copying; or closing */
   int waiting;         /* atomic: data threads waiting for mu */
   int closing;
   int error; /* sticky -errno once the connection is dead */
@@ -213,8 +213,8 @@ uint64_t rail_now_ns(void);
 void rail_comm_lock_thread(struct rail_comm *c);
 
 /* ---- engine.c -------------------------------------------------------------------- */
-int rail_engine_create(int is_send, const struct rail_link_setup *links, int nlinks, const char *peer,
-                       struct rail_comm **out);
+int rail_engine_create(int is_send, const struct rail_link_setup *links, int nlinks,
+                       const char *peer, struct rail_comm **out);
 void rail_engine_destroy(struct rail_comm *c);
 int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag, struct rail_req **out);
 int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag, struct rail_req **out);
@@ -237,12 +237,13 @@ void rail_engine_poll_idle(struct rail_comm *c, uint64_t now, uint64_t idle_ns);
 /* Sender threads: the next chunk for stream s, blocking while there is none.
  * -1 when the stream must stop. */
 int rail_engine_next_chunk(struct rail_comm *c, struct rail_stream *s, struct rail_chunk **out);
-void rail_engine_chunk_sent(struct rail_comm *c, struct rail_stream *s, struct rail_chunk *ch, int rc);
+void rail_engine_chunk_sent(struct rail_comm *c, struct rail_stream *s, struct rail_chunk *ch,
+                            int rc);
 /* Receiver threads: where a chunk's payload goes (NULL = drop it). */
-int rail_engine_chunk_begin(struct rail_comm *c, struct rail_stream *s, const struct rail_chunk_hdr *h,
-                            char **dst);
-void rail_engine_chunk_end(struct rail_comm *c, struct rail_stream *s, const struct rail_chunk_hdr *h,
-                           int had_dst, int rc);
+int rail_engine_chunk_begin(struct rail_comm *c, struct rail_stream *s,
+                            const struct rail_chunk_hdr *h, char **dst);
+void rail_engine_chunk_end(struct rail_comm *c, struct rail_stream *s,
+                           const struct rail_chunk_hdr *h, int had_dst, int rc);
 
 /* Abandons a rail of a send or recv comm as if its interface went down
  * (takes the lock): what the link monitor does, for tests. */

@@ -12,19 +12,23 @@
 /* ---- little-endian fields ------------------------------------------------ */
 
 static void rail_put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static void rail_put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint32_t rail_get32(const uint8_t *p) {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  for (int i = 3; i >= 0; i--)
+    v = (v << 8) | p[i];
   return v;
 }
 static uint64_t rail_get64(const uint8_t *p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | p[i];
   return v;
 }
 
@@ -91,10 +95,12 @@ int rail_handle_unpack(const void *buf, struct rail_handle *h) {
   struct rail_handle out;
 
   memset(&out, 0, sizeof(out));
-  if (rail_get32(p) != RAIL_HANDLE_MAGIC || p[4] != RAIL_HANDLE_VERSION) return -EPROTO;
+  if (rail_get32(p) != RAIL_HANDLE_MAGIC || p[4] != RAIL_HANDLE_VERSION)
+    return -EPROTO;
   out.version = p[4];
   out.nrails = p[5];
-  if (out.nrails < 1 || out.nrails > RAIL_NET_MAX_MEMBERS) return -EPROTO;
+  if (out.nrails < 1 || out.nrails > RAIL_NET_MAX_MEMBERS)
+    return -EPROTO;
   out.nonce = rail_get64(p + 8);
   rail_fp_unpack(p + 16, &out.fp);
   for (int r = 0; r < out.nrails; r++) {
@@ -124,7 +130,8 @@ uint64_t rail_handle_get_state(const void *buf) {
 
   /* The check binds the state to this handle's nonce, so a copy of the
    * handle that is not ours (or zeros) never looks like a live state. */
-  if (state == 0 || check != (state ^ rail_get64((const uint8_t *)buf + 8) ^ RAIL_HANDLE_STATE_SALT))
+  if (state == 0 ||
+      check != (state ^ rail_get64((const uint8_t *)buf + 8) ^ RAIL_HANDLE_STATE_SALT))
     return 0;
   return state;
 }
@@ -156,7 +163,8 @@ void rail_hello_pack(const struct rail_hello *h, uint8_t out[RAIL_HELLO_BYTES]) 
 int rail_hello_unpack(const uint8_t in[RAIL_HELLO_BYTES], struct rail_hello *h) {
   struct rail_hello out;
 
-  if (rail_get32(in) != RAIL_HANDLE_MAGIC || in[4] != RAIL_HANDLE_VERSION) return -EPROTO;
+  if (rail_get32(in) != RAIL_HANDLE_MAGIC || in[4] != RAIL_HANDLE_VERSION)
+    return -EPROTO;
   memset(&out, 0, sizeof(out));
   out.kind = in[5];
   out.rail = in[6];
@@ -200,12 +208,14 @@ int rail_handle_route_src(const struct sockaddr_storage *peer, struct sockaddr_s
   else
     ((struct sockaddr_in6 *)&probe)->sin6_port = htons(9);
   fd = socket(peer->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
+  if (fd < 0)
+    return -errno;
   if (connect(fd, (const struct sockaddr *)&probe, rail_ifaces_addr_len(&probe)) != 0 ||
       getsockname(fd, (struct sockaddr *)&name, &len) != 0)
     rc = -errno;
   close(fd);
-  if (rc == 0) *src = name;
+  if (rc == 0)
+    *src = name;
   return rc;
 }
 
@@ -215,26 +225,31 @@ static int rail_handle_pick(const int *cand, int ncand, int local_index, const i
   int best = -1;
 
   for (int k = 0; k < ncand; k++)
-    if (cand[k] == local_index) return cand[k];
+    if (cand[k] == local_index)
+      return cand[k];
   for (int k = 0; k < ncand; k++)
-    if (best < 0 || used[cand[k]] < used[best]) best = cand[k];
+    if (best < 0 || used[cand[k]] < used[best])
+      best = cand[k];
   return best;
 }
 
 int rail_handle_match_rails(const struct rail_iface *local, int nlocal,
                             const struct sockaddr_storage *peer, int npeer, rail_route_src_fn route,
                             int *peer_of, int *how) {
-  int used[RAIL_NET_MAX_MEMBERS] = {0}, out_peer[RAIL_NET_MAX_MEMBERS], out_how[RAIL_NET_MAX_MEMBERS];
+  int used[RAIL_NET_MAX_MEMBERS] = {0}, out_peer[RAIL_NET_MAX_MEMBERS],
+      out_how[RAIL_NET_MAX_MEMBERS];
 
   if (nlocal < 1 || nlocal > RAIL_NET_MAX_MEMBERS || npeer < 1 || npeer > RAIL_NET_MAX_MEMBERS)
     return -EINVAL;
-  if (route == NULL) route = rail_handle_route_src;
+  if (route == NULL)
+    route = rail_handle_route_src;
   for (int i = 0; i < nlocal; i++) {
     int cand[RAIL_NET_MAX_MEMBERS], ncand = 0, pick;
     struct sockaddr_storage src;
 
     for (int j = 0; j < npeer; j++)
-      if (rail_ifaces_same_subnet(&local[i].addr, local[i].prefix_len, &peer[j])) cand[ncand++] = j;
+      if (rail_ifaces_same_subnet(&local[i].addr, local[i].prefix_len, &peer[j]))
+        cand[ncand++] = j;
     out_how[i] = RAIL_MATCH_SUBNET;
     if (ncand == 0) {
       for (int j = 0; j < npeer; j++)
@@ -251,9 +266,11 @@ int rail_handle_match_rails(const struct rail_iface *local, int nlocal,
     if (ncand == 0) {
       /* Any family: an IPv6-only rail may still reach an IPv4 peer's other rail. */
       for (int j = 0; j < npeer; j++)
-        if (route(&peer[j], &src) == 0) cand[ncand++] = j;
+        if (route(&peer[j], &src) == 0)
+          cand[ncand++] = j;
     }
-    if (ncand == 0) return -ENETUNREACH;
+    if (ncand == 0)
+      return -ENETUNREACH;
     pick = rail_handle_pick(cand, ncand, i, used);
     used[pick]++;
     out_peer[i] = pick;

@@ -29,7 +29,10 @@ struct rail_net_props {
   float latency_us;
   int max_comms;
   int max_recvs;
-  int ndevs; /* members (physical device indexes) */
+  int ndevs; /* members: indexes in the physical interface table. With
+              * NCCL_RAIL_FUSE=0 those are NCCL's device indexes too; with
+              * FUSE=1 only fused devices are exposed and the indexes name
+              * interfaces NCCL does not see. */
   int devs[RAIL_NET_MAX_MEMBERS];
   size_t max_p2p_bytes;
   size_t max_coll_bytes;
@@ -42,25 +45,39 @@ int rail_net_init(void);
 void rail_net_fini(void);
 int rail_net_devices(int *ndev);
 int rail_net_get_props(int dev, struct rail_net_props *props);
-/* NCCL-driven fusion (NCCL_RAIL_FUSE=0): a new device index >= the current count. */
+/* NCCL-driven fusion (NCCL_RAIL_FUSE=0): a new device index >= the current
+ * count; members are device indexes below the physical count. -EPERM with
+ * NCCL_RAIL_FUSE=1, whose devices already are fused. */
 int rail_net_make_vdevice(const int *members, int nmembers, int *dev);
 
 /* handle: RAIL_NET_HANDLE_BYTES, filled by listen, read by connect. */
 int rail_net_listen(int dev, void *handle, void **listen_comm);
 /* traffic_class: -1 = unset. NCCL calls again with the same handle while
- * *send_comm comes back NULL. */
+ * *send_comm comes back NULL; the connection's progress is kept in the
+ * caller's copy of the handle (its last 16 bytes). connect and accept give
+ * up with -ETIMEDOUT after NCCL_RAIL_CONNECT_TIMEOUT_MS. */
 int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm);
 int rail_net_accept(void *listen_comm, void **recv_comm);
 
 int rail_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 int rail_net_dereg_mr(void *comm, void *mhandle);
 
-/* *request is always written: a request, or NULL when it cannot be posted now. */
+/* *request is always written on success: a request, or NULL when it cannot
+ * be posted now (64 requests in flight per comm, or the peer has not
+ * acknowledged enough). A send of up to NCCL_RAIL_INLINE_BYTES completes
+ * once written to the socket; a larger one once the receiver holds every
+ * byte (so that chunks of a failed rail can be sent again). Sizes above
+ * RAIL_NET_MAX_P2P_BYTES are -EINVAL. irecv takes n = 1 only (max_recvs);
+ * a message larger than the posted size fails that receive with -EMSGSIZE,
+ * writes nothing, and the connection goes on. */
 int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                    void **request);
 int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
                    void **mhandles, void **request);
-/* sizes: NULL, or one int for a send, n ints for a receive; written when done. */
+/* sizes: NULL, or one int for a send, n ints for a receive; written when
+ * done. Requests complete with -ECONNRESET / -EPIPE when the peer closes or
+ * dies, -ENETDOWN / -ETIMEDOUT when no rail is left, each with one WARN
+ * naming the peer or rail. Polled: never blocks. */
 int rail_net_test(void *request, int *done, int *sizes);
 
 /* Close in any state (mid-connect is NCCL's handle, not a comm; with
@@ -79,9 +96,9 @@ int rail_net_close_listen(void *listen_comm);
 /* What a connection has carried, for tests, `nccl-rail bench` and logs. */
 struct rail_net_stats {
   int nrails;
-  int control_rail;                       /* rail carrying the control channel now */
-  int rail_up[RAIL_NET_MAX_MEMBERS];      /* 0 once a rail is abandoned */
-  int rail_streams[RAIL_NET_MAX_MEMBERS]; /* live data streams */
+  int control_rail;                          /* rail carrying the control channel now */
+  int rail_up[RAIL_NET_MAX_MEMBERS];         /* 0 once a rail is abandoned */
+  int rail_streams[RAIL_NET_MAX_MEMBERS];    /* live data streams */
   uint64_t rail_bytes[RAIL_NET_MAX_MEMBERS]; /* payload bytes sent (send comm) or received */
   double rail_weight[RAIL_NET_MAX_MEMBERS];  /* send comm: current striping weights */
   uint64_t resent_chunks;                    /* send comm: chunks sent again after a stream died */

@@ -51,13 +51,16 @@ int rail_net_init(void) {
     goto free_tab;
   }
   rc = rail_ifaces_discover(all, RAIL_IFACES_MAX, &nall);
-  if (rc != 0) goto free_tab;
+  if (rc != 0)
+    goto free_tab;
   memcpy(ifs, all, sizeof(*all) * (size_t)nall);
   n = rail_ifaces_select(ifs, nall, spec);
-  if (n == 0) rail_net_log_none(all, nall, spec);
+  if (n == 0)
+    rail_net_log_none(all, nall, spec);
   topo = rail_topo_get();
   rc = rail_devices_build(rail_net_tab, ifs, n, topo, (int)rail_param_int(RAIL_PARAM_FUSE));
-  if (rc != 0) goto free_tab;
+  if (rc != 0)
+    goto free_tab;
   rail_topo_fingerprint(topo, &rail_net_fp);
   rail_net_refs = 1;
   goto unlock;
@@ -86,7 +89,8 @@ void rail_net_fini(void) {
 static const struct rail_device *rail_net_device(int dev) {
   const struct rail_devtab *t = rail_net_tab;
 
-  if (t == NULL || dev < 0 || dev >= __atomic_load_n(&t->ndevs, __ATOMIC_ACQUIRE)) return NULL;
+  if (t == NULL || dev < 0 || dev >= __atomic_load_n(&t->ndevs, __ATOMIC_ACQUIRE))
+    return NULL;
   return &t->devs[dev];
 }
 
@@ -101,7 +105,8 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   const struct rail_device *d = rail_net_device(dev);
   struct rail_net_props p;
 
-  if (d == NULL) return -EINVAL;
+  if (d == NULL)
+    return -EINVAL;
   memset(&p, 0, sizeof(p));
   p.name = d->name;
   p.pci_path = d->pci_path[0] ? d->pci_path : NULL;
@@ -135,13 +140,14 @@ int rail_net_make_vdevice(const int *members, int nmembers, int *dev) {
   } else {
     rc = rail_devices_add(rail_net_tab, members, nmembers, &d);
     if (rc == 0)
-      RAIL_INFO(RAIL_SUBSYS_NET, "device %d %s: fused by NCCL, %d Mbps", d, rail_net_tab->devs[d].name,
-                rail_net_tab->devs[d].speed_mbps);
+      RAIL_INFO(RAIL_SUBSYS_NET, "device %d %s: fused by NCCL, %d Mbps", d,
+                rail_net_tab->devs[d].name, rail_net_tab->devs[d].speed_mbps);
     else
       RAIL_WARN("makeVDevice: cannot fuse %d devices: %s", nmembers, strerror(-rc));
   }
   pthread_mutex_unlock(&rail_net_mu);
-  if (rc == 0) *dev = d;
+  if (rc == 0)
+    *dev = d;
   return rc;
 }
 
@@ -149,7 +155,8 @@ int rail_net_add_device(const struct rail_iface *rails, int n, int *dev) {
   struct rail_devtab *t;
   int members[RAIL_NET_MAX_MEMBERS], rc;
 
-  if (n < 1 || n > RAIL_NET_MAX_MEMBERS) return -EINVAL;
+  if (n < 1 || n > RAIL_NET_MAX_MEMBERS)
+    return -EINVAL;
   pthread_mutex_lock(&rail_net_mu);
   t = rail_net_tab;
   if (t == NULL || t->nphys + n > RAIL_IFACES_MAX) {
@@ -173,9 +180,11 @@ int rail_net_listen(int dev, void *handle, void **listen_comm) {
   struct rail_listen *l;
   int rc;
 
-  if (d == NULL) return -EINVAL;
+  if (d == NULL)
+    return -EINVAL;
   rc = rail_setup_listen(d, &rail_net_fp, handle, &l);
-  if (rc == 0) *listen_comm = l;
+  if (rc == 0)
+    *listen_comm = l;
   return rc;
 }
 
@@ -184,9 +193,11 @@ int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm)
   struct rail_comm *c = NULL;
   int rc;
 
-  if (d == NULL) return -EINVAL;
+  if (d == NULL)
+    return -EINVAL;
   rc = rail_setup_connect(d, &rail_net_fp, handle, traffic_class, &c);
-  if (rc == 0) *send_comm = c;
+  if (rc == 0)
+    *send_comm = c;
   return rc;
 }
 
@@ -194,9 +205,11 @@ int rail_net_accept(void *listen_comm, void **recv_comm) {
   struct rail_comm *c = NULL;
   int rc;
 
-  if (listen_comm == NULL) return -EINVAL;
+  if (listen_comm == NULL)
+    return -EINVAL;
   rc = rail_setup_accept(listen_comm, &c);
-  if (rc == 0) *recv_comm = c;
+  if (rc == 0)
+    *recv_comm = c;
   return rc;
 }
 
@@ -206,12 +219,14 @@ int rail_net_close_listen(void *listen_comm) {
 }
 
 int rail_net_close_send(void *send_comm) {
-  if (send_comm != NULL) rail_engine_destroy(send_comm);
+  if (send_comm != NULL)
+    rail_engine_destroy(send_comm);
   return 0;
 }
 
 int rail_net_close_recv(void *recv_comm) {
-  if (recv_comm != NULL) rail_engine_destroy(recv_comm);
+  if (recv_comm != NULL)
+    rail_engine_destroy(recv_comm);
   return 0;
 }
 
@@ -222,7 +237,8 @@ static const char rail_net_mr_host;
 
 int rail_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
   if (type != RAIL_NET_PTR_HOST) {
-    RAIL_WARN("regMr: memory type %d is not host memory; this device supports host memory only", type);
+    RAIL_WARN("regMr: memory type %d is not host memory; this device supports host memory only",
+              type);
     return -EINVAL;
   }
   *mhandle = (void *)&rail_net_mr_host;
@@ -233,7 +249,8 @@ int rail_net_dereg_mr(void *comm, void *mhandle) { return 0; }
 
 /* ---- data path ---------------------------------------------------------------------- */
 
-int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request) {
+int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                   void **request) {
   struct rail_req *r = NULL;
   int rc;
 
@@ -242,7 +259,8 @@ int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     return -EINVAL;
   }
   rc = rail_engine_isend(send_comm, data, size, tag, &r);
-  if (rc == 0) *request = r;
+  if (rc == 0)
+    *request = r;
   return rc;
 }
 
@@ -256,18 +274,21 @@ int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, con
     return -EINVAL;
   }
   rc = rail_engine_irecv(recv_comm, data[0], sizes[0], tags != NULL ? tags[0] : 0, &r);
-  if (rc == 0) *request = r;
+  if (rc == 0)
+    *request = r;
   return rc;
 }
 
 int rail_net_test(void *request, int *done, int *sizes) {
   int d = 0, size = 0, rc;
 
-  if (request == NULL) return -EINVAL;
+  if (request == NULL)
+    return -EINVAL;
   rc = rail_engine_test(request, &d, &size);
   if (rc == 0) {
     *done = d;
-    if (d && sizes != NULL) sizes[0] = size;
+    if (d && sizes != NULL)
+      sizes[0] = size;
   }
   return rc;
 }
@@ -276,7 +297,8 @@ int rail_net_comm_stats(void *comm, struct rail_net_stats *stats) {
   struct rail_comm *c = comm;
   struct rail_net_stats st;
 
-  if (c == NULL) return -EINVAL;
+  if (c == NULL)
+    return -EINVAL;
   memset(&st, 0, sizeof(st));
   pthread_mutex_lock(&c->mu);
   st.nrails = c->nrails;
@@ -296,7 +318,8 @@ int rail_net_comm_stats(void *comm, struct rail_net_stats *stats) {
 int rail_net_comm_rail_down(void *comm, int rail) {
   struct rail_comm *c = comm;
 
-  if (c == NULL || rail < 0 || rail >= c->nrails) return -EINVAL;
+  if (c == NULL || rail < 0 || rail >= c->nrails)
+    return -EINVAL;
   pthread_mutex_lock(&c->mu);
   rail_engine_rail_down(c, rail, -ENETDOWN, "taken down by request");
   pthread_mutex_unlock(&c->mu);

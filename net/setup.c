@@ -24,20 +24,27 @@
 /* Unsent bytes a data stream may hold when striping over several rails. */
 #define RAIL_SETUP_UNSENT_BYTES (256 << 10)
 
-static uint64_t rail_setup_ms(enum rail_param p) { return (uint64_t)rail_param_int(p) * 1000000ull; }
+static uint64_t rail_setup_ms(enum rail_param p) {
+  return (uint64_t)rail_param_int(p) * 1000000ull;
+}
 
 int rail_setup_nstreams(int speed_mbps, int nrails) {
   long long forced = rail_param_int(RAIL_PARAM_NSTREAMS);
   cpu_set_t cpus;
   int k, ncpu = 1, cap;
 
-  if (forced > 0) return forced > RAIL_MAX_STREAMS ? RAIL_MAX_STREAMS : (int)forced;
+  if (forced > 0)
+    return forced > RAIL_MAX_STREAMS ? RAIL_MAX_STREAMS : (int)forced;
   k = (speed_mbps + 19999) / 20000;
-  if (k < 2) k = 2;
-  if (k > 8) k = 8;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) ncpu = CPU_COUNT(&cpus);
+  if (k < 2)
+    k = 2;
+  if (k > 8)
+    k = 8;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+    ncpu = CPU_COUNT(&cpus);
   cap = ncpu / (2 * (nrails > 0 ? nrails : 1));
-  if (cap < 1) cap = 1;
+  if (cap < 1)
+    cap = 1;
   return k < cap ? k : cap;
 }
 
@@ -79,11 +86,13 @@ struct rail_listen {
 
 static void rail_listen_reset_conn(struct rail_listen *l, int close_fds) {
   for (int r = 0; r < RAIL_MAX_RAILS; r++) {
-    if (close_fds && l->ctl[r] >= 0) close(l->ctl[r]);
+    if (close_fds && l->ctl[r] >= 0)
+      close(l->ctl[r]);
     l->ctl[r] = -1;
     l->via[r] = 0;
     for (int i = 0; i < RAIL_MAX_STREAMS; i++) {
-      if (close_fds && l->data[r][i] >= 0) close(l->data[r][i]);
+      if (close_fds && l->data[r][i] >= 0)
+        close(l->data[r][i]);
       l->data[r][i] = -1;
     }
   }
@@ -92,10 +101,13 @@ static void rail_listen_reset_conn(struct rail_listen *l, int close_fds) {
 }
 
 void rail_setup_close_listen(struct rail_listen *l) {
-  if (l == NULL) return;
+  if (l == NULL)
+    return;
   for (int r = 0; r < l->nrails; r++)
-    if (l->fds[r] >= 0) close(l->fds[r]);
-  for (int i = 0; i < l->npend; i++) close(l->pend[i].fd);
+    if (l->fds[r] >= 0)
+      close(l->fds[r]);
+  for (int i = 0; i < l->npend; i++)
+    close(l->pend[i].fd);
   rail_listen_reset_conn(l, 1);
   free(l);
 }
@@ -106,9 +118,11 @@ int rail_setup_listen(const struct rail_device *dev, const struct rail_topo_fp *
   struct rail_handle h;
   int rc = 0;
 
-  if (l == NULL) return -ENOMEM;
+  if (l == NULL)
+    return -ENOMEM;
   l->nrails = dev->nrails;
-  for (int r = 0; r < RAIL_MAX_RAILS; r++) l->fds[r] = -1;
+  for (int r = 0; r < RAIL_MAX_RAILS; r++)
+    l->fds[r] = -1;
   rail_listen_reset_conn(l, 0);
   memset(&h, 0, sizeof(h));
   h.version = RAIL_HANDLE_VERSION;
@@ -147,8 +161,8 @@ close_listen:
 }
 
 static void rail_pending_drop(struct rail_listen *l, int i, const char *why) {
-  RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: closing connection from %s: %s", l->addrs[l->pend[i].rail],
-            l->pend[i].from, why);
+  RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: closing connection from %s: %s",
+            l->addrs[l->pend[i].rail], l->pend[i].from, why);
   close(l->pend[i].fd);
   l->pend[i] = l->pend[--l->npend];
 }
@@ -156,7 +170,8 @@ static void rail_pending_drop(struct rail_listen *l, int i, const char *why) {
 static void rail_accept_new(struct rail_listen *l, uint64_t now) {
   uint64_t hello_ns = rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS) / 4;
 
-  if (hello_ns > RAIL_SETUP_HELLO_MS * 1000000ull) hello_ns = RAIL_SETUP_HELLO_MS * 1000000ull;
+  if (hello_ns > RAIL_SETUP_HELLO_MS * 1000000ull)
+    hello_ns = RAIL_SETUP_HELLO_MS * 1000000ull;
   for (int r = 0; r < l->nrails; r++) {
     for (;;) {
       struct sockaddr_storage from;
@@ -165,13 +180,15 @@ static void rail_accept_new(struct rail_listen *l, uint64_t now) {
       int fd = accept4(l->fds[r], (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
       if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EINTR || errno == ECONNABORTED)
+          continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
           RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: accept: %s", l->addrs[r], strerror(errno));
         break;
       }
       /* Strangers cannot crowd out the peer for long: the oldest goes. */
-      if (l->npend == RAIL_SETUP_PENDING_MAX) rail_pending_drop(l, 0, "too many connections without a hello");
+      if (l->npend == RAIL_SETUP_PENDING_MAX)
+        rail_pending_drop(l, 0, "too many connections without a hello");
       p = &l->pend[l->npend++];
       memset(p, 0, sizeof(*p));
       p->fd = fd;
@@ -187,10 +204,13 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
   struct rail_hello h;
   int *slot;
 
-  if (rail_hello_unpack(p->buf, &h) != 0) return "not a nccl-rail hello";
-  if (h.nonce != l->nonce) return "wrong nonce (not the holder of this listener's handle)";
-  if (h.nrails < 1 || h.nrails > RAIL_MAX_RAILS || h.nstreams < 1 || h.nstreams > RAIL_MAX_STREAMS ||
-      h.rail >= h.nrails || (h.kind == RAIL_HELLO_DATA && h.stream >= h.nstreams) ||
+  if (rail_hello_unpack(p->buf, &h) != 0)
+    return "not a nccl-rail hello";
+  if (h.nonce != l->nonce)
+    return "wrong nonce (not the holder of this listener's handle)";
+  if (h.nrails < 1 || h.nrails > RAIL_MAX_RAILS || h.nstreams < 1 ||
+      h.nstreams > RAIL_MAX_STREAMS || h.rail >= h.nrails ||
+      (h.kind == RAIL_HELLO_DATA && h.stream >= h.nstreams) ||
       (h.kind != RAIL_HELLO_DATA && h.kind != RAIL_HELLO_CONTROL))
     return "malformed hello";
   if (!l->have_conn) {
@@ -204,9 +224,11 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
     return "belongs to another connection";
   }
   slot = h.kind == RAIL_HELLO_CONTROL ? &l->ctl[h.rail] : &l->data[h.rail][h.stream];
-  if (*slot >= 0) return "duplicate stream";
+  if (*slot >= 0)
+    return "duplicate stream";
   *slot = p->fd;
-  if (h.kind == RAIL_HELLO_CONTROL) l->via[h.rail] = p->rail;
+  if (h.kind == RAIL_HELLO_CONTROL)
+    l->via[h.rail] = p->rail;
   l->adopted++;
   return NULL;
 }
@@ -224,19 +246,23 @@ static int rail_accept_build(struct rail_listen *l, struct rail_comm **out) {
 
     if (getpeername(l->ctl[r], (struct sockaddr *)&from, &len) == 0)
       rail_ifaces_addr_str(&from, addr, sizeof(addr));
-    if (r == 0) snprintf(peer, sizeof(peer), "%s", addr);
+    if (r == 0)
+      snprintf(peer, sizeof(peer), "%s", addr);
     snprintf(links[r].ifname, sizeof(links[r].ifname), "%s", ifc->name);
-    snprintf(links[r].desc, sizeof(links[r].desc), "%s %s <- %s", ifc->name, l->addrs[l->via[r]], addr);
+    snprintf(links[r].desc, sizeof(links[r].desc), "%s %s <- %s", ifc->name, l->addrs[l->via[r]],
+             addr);
     links[r].numa = ifc->numa;
     links[r].speed_mbps = ifc->speed_mbps;
     links[r].ctl_fd = l->ctl[r];
     links[r].nstreams = l->conn_k;
-    for (int i = 0; i < l->conn_k; i++) links[r].data_fds[i] = l->data[r][i];
+    for (int i = 0; i < l->conn_k; i++)
+      links[r].data_fds[i] = l->data[r][i];
   }
   /* The engine owns the fds from here, whatever it returns. */
   rail_listen_reset_conn(l, 0);
   for (int r = 0; r < RAIL_MAX_RAILS; r++) {
-    if (r < l->conn_nrails) rail_socket_tune(links[r].ctl_fd, AF_UNSPEC, RAIL_SOCKET_CONTROL, -1);
+    if (r < l->conn_nrails)
+      rail_socket_tune(links[r].ctl_fd, AF_UNSPEC, RAIL_SOCKET_CONTROL, -1);
     for (int i = 0; r < l->conn_nrails && i < links[r].nstreams; i++)
       rail_socket_tune(links[r].data_fds[i], AF_UNSPEC, RAIL_SOCKET_DATA, -1);
   }
@@ -246,7 +272,8 @@ static int rail_accept_build(struct rail_listen *l, struct rail_comm **out) {
 int rail_setup_accept(struct rail_listen *l, struct rail_comm **out) {
   uint64_t now = rail_now_ns();
 
-  if (l->deadline == 0) l->deadline = now + rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS);
+  if (l->deadline == 0)
+    l->deadline = now + rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS);
   rail_accept_new(l, now);
   for (int i = 0; i < l->npend;) {
     struct rail_pending *p = &l->pend[i];
@@ -283,7 +310,8 @@ int rail_setup_accept(struct rail_listen *l, struct rail_comm **out) {
   if (l->have_conn && l->adopted == l->need) {
     struct rail_comm *c;
     int rc = rail_accept_build(l, &c);
-    if (rc != 0) return rc;
+    if (rc != 0)
+      return rc;
     *out = c;
     return 0;
   }
@@ -294,7 +322,8 @@ int rail_setup_accept(struct rail_listen *l, struct rail_comm **out) {
                 rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS), l->adopted, l->need);
     else
       RAIL_WARN("listener %s%s: no peer connected within %lld ms", l->addrs[0],
-                l->nrails > 1 ? " (and its other rails)" : "", rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS));
+                l->nrails > 1 ? " (and its other rails)" : "",
+                rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS));
     return -ETIMEDOUT;
   }
   *out = NULL;
@@ -327,7 +356,8 @@ struct rail_connect {
 
 static void rail_connect_free(struct rail_connect *cs) {
   for (int i = 0; i < cs->nsocks; i++)
-    if (cs->socks[i].fd >= 0) close(cs->socks[i].fd);
+    if (cs->socks[i].fd >= 0)
+      close(cs->socks[i].fd);
   free(cs);
 }
 
@@ -336,27 +366,34 @@ static int rail_connect_open(struct rail_connect *cs, struct rail_csock *s) {
   int r = s->rail, fd, rc;
   struct sockaddr_storage src = cs->local[r].addr;
 
-  if (s->fd >= 0) close(s->fd);
+  if (s->fd >= 0)
+    close(s->fd);
   s->fd = -1;
   s->connected = 0;
   s->sent = 0;
   fd = rail_socket_open(cs->peer[r].ss_family);
-  if (fd < 0) return fd;
+  if (fd < 0)
+    return fd;
   s->fd = fd;
-  rail_socket_tune(fd, cs->peer[r].ss_family, s->ctl ? RAIL_SOCKET_CONTROL : RAIL_SOCKET_DATA, cs->tc);
-  if (cs->nrails > 1 && !s->ctl) rail_socket_limit_unsent(fd, RAIL_SETUP_UNSENT_BYTES);
+  rail_socket_tune(fd, cs->peer[r].ss_family, s->ctl ? RAIL_SOCKET_CONTROL : RAIL_SOCKET_DATA,
+                   cs->tc);
+  if (cs->nrails > 1 && !s->ctl)
+    rail_socket_limit_unsent(fd, RAIL_SETUP_UNSENT_BYTES);
   if (cs->bind_local[r]) {
     /* Leave through this rail's NIC: the source address selects it. */
     rail_setup_set_port(&src, 0);
-    if (bind(fd, (struct sockaddr *)&src, rail_ifaces_addr_len(&src)) != 0) return -errno;
+    if (bind(fd, (struct sockaddr *)&src, rail_ifaces_addr_len(&src)) != 0)
+      return -errno;
   }
   rc = rail_socket_connect_start(fd, &cs->peer[r]);
-  if (rc == 0) s->connected = 1;
+  if (rc == 0)
+    s->connected = 1;
   return rc == -EINPROGRESS ? 0 : rc;
 }
 
 /* Fallback pairs are worth one WARN per pair of ends per process. */
-static void rail_connect_warn_fallback(const struct rail_iface *local, const struct sockaddr_storage *peer) {
+static void rail_connect_warn_fallback(const struct rail_iface *local,
+                                       const struct sockaddr_storage *peer) {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   static char seen[16][128];
   static int nseen;
@@ -365,24 +402,28 @@ static void rail_connect_warn_fallback(const struct rail_iface *local, const str
 
   snprintf(key, sizeof(key), "%s>%s", local->name, rail_ifaces_addr_str(peer, b, sizeof(b)));
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < nseen && !found; i++) found = strcmp(seen[i], key) == 0;
-  if (!found && nseen < 16) snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
+  for (int i = 0; i < nseen && !found; i++)
+    found = strcmp(seen[i], key) == 0;
+  if (!found && nseen < 16)
+    snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
   pthread_mutex_unlock(&mu);
-  if (found) return;
+  if (found)
+    return;
   RAIL_WARN("rail %s (%s/%d) has no peer address on its subnet or routed through it; using peer %s "
             "by the kernel's route instead (traffic may not use %s)",
             local->name, rail_ifaces_addr_str(&local->addr, a, sizeof(a)), local->prefix_len, b,
             local->name);
 }
 
-static int rail_connect_begin(const struct rail_device *dev, const struct rail_topo_fp *fp, void *handle,
-                              int tc, struct rail_connect **out) {
+static int rail_connect_begin(const struct rail_device *dev, const struct rail_topo_fp *fp,
+                              void *handle, int tc, struct rail_connect **out) {
   struct rail_connect *cs = calloc(1, sizeof(*cs));
   int peer_of[RAIL_MAX_RAILS], how[RAIL_MAX_RAILS], rc;
   uint64_t conn_id = rail_handle_random64();
   char local_s[64];
 
-  if (cs == NULL) return -ENOMEM;
+  if (cs == NULL)
+    return -ENOMEM;
   rc = rail_handle_unpack(handle, &cs->h);
   if (rc != 0) {
     RAIL_WARN("connect on %s: the handle is not a nccl-rail handle of this version", dev->name);
@@ -391,7 +432,8 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
   }
   rail_ifaces_addr_str(&cs->h.rails[0], cs->peer_str, sizeof(cs->peer_str));
   rail_topo_fp_note_peer(&cs->h.fp, cs->peer_str);
-  rc = rail_handle_match_rails(dev->rails, dev->nrails, cs->h.rails, cs->h.nrails, NULL, peer_of, how);
+  rc = rail_handle_match_rails(dev->rails, dev->nrails, cs->h.rails, cs->h.nrails, NULL, peer_of,
+                               how);
   if (rc != 0) {
     RAIL_WARN("connect on %s (%s): no route to any address of peer %s", dev->name,
               rail_ifaces_addr_str(&dev->rails[0].addr, local_s, sizeof(local_s)), cs->peer_str);
@@ -405,8 +447,10 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
   for (int r = 0; r < cs->nrails; r++) {
     cs->local[r] = dev->rails[r];
     cs->peer[r] = cs->h.rails[peer_of[r]];
-    cs->bind_local[r] = how[r] != RAIL_MATCH_FALLBACK && cs->peer[r].ss_family == cs->local[r].addr.ss_family;
-    if (how[r] == RAIL_MATCH_FALLBACK) rail_connect_warn_fallback(&cs->local[r], &cs->peer[r]);
+    cs->bind_local[r] =
+        how[r] != RAIL_MATCH_FALLBACK && cs->peer[r].ss_family == cs->local[r].addr.ss_family;
+    if (how[r] == RAIL_MATCH_FALLBACK)
+      rail_connect_warn_fallback(&cs->local[r], &cs->peer[r]);
     if (cs->peer[r].ss_family == AF_INET6 &&
         IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&cs->peer[r])->sin6_addr))
       ((struct sockaddr_in6 *)&cs->peer[r])->sin6_scope_id = (uint32_t)cs->local[r].ifindex;
@@ -425,14 +469,16 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
       s->ctl = i == 0;
       rail_hello_pack(&hello, s->hello);
       rc = rail_connect_open(cs, s);
-      if (rc != 0) s->retry_at = rail_now_ns() + RAIL_SETUP_RETRY_NS;
+      if (rc != 0)
+        s->retry_at = rail_now_ns() + RAIL_SETUP_RETRY_NS;
     }
   }
   *out = cs;
   return 0;
 }
 
-static int rail_connect_build(struct rail_connect *cs, const struct rail_device *dev, struct rail_comm **out) {
+static int rail_connect_build(struct rail_connect *cs, const struct rail_device *dev,
+                              struct rail_comm **out) {
   struct rail_link_setup links[RAIL_MAX_RAILS];
 
   memset(links, 0, sizeof(links));
@@ -446,11 +492,13 @@ static int rail_connect_build(struct rail_connect *cs, const struct rail_device 
     links[r].speed_mbps = cs->local[r].speed_mbps;
     links[r].ctl_fd = cs->socks[r * (1 + cs->k)].fd;
     links[r].nstreams = cs->k;
-    for (int i = 0; i < cs->k; i++) links[r].data_fds[i] = cs->socks[r * (1 + cs->k) + 1 + i].fd;
+    for (int i = 0; i < cs->k; i++)
+      links[r].data_fds[i] = cs->socks[r * (1 + cs->k) + 1 + i].fd;
   }
-  for (int i = 0; i < cs->nsocks; i++) cs->socks[i].fd = -1; /* owned by the engine now */
-  RAIL_INFO(RAIL_SUBSYS_NET, "connected %s to %s: %d rail(s) x (1 control + %d data) streams", dev->name,
-            cs->peer_str, cs->nrails, cs->k);
+  for (int i = 0; i < cs->nsocks; i++)
+    cs->socks[i].fd = -1; /* owned by the engine now */
+  RAIL_INFO(RAIL_SUBSYS_NET, "connected %s to %s: %d rail(s) x (1 control + %d data) streams",
+            dev->name, cs->peer_str, cs->nrails, cs->k);
   return rail_engine_create(1, links, cs->nrails, cs->peer_str, out);
 }
 
@@ -462,35 +510,44 @@ int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp 
 
   if (cs == NULL) {
     rc = rail_connect_begin(dev, fp, handle, traffic_class, &cs);
-    if (rc != 0) return rc;
+    if (rc != 0)
+      return rc;
     rail_handle_set_state(handle, (uint64_t)(uintptr_t)cs);
   }
   for (int i = 0; i < cs->nsocks; i++) {
     struct rail_csock *s = &cs->socks[i];
 
     if (s->retry_at != 0) {
-      if (now < s->retry_at) continue;
+      if (now < s->retry_at)
+        continue;
       s->retry_at = 0;
       rc = rail_connect_open(cs, s);
-      if (rc != 0) goto retry;
+      if (rc != 0)
+        goto retry;
     }
     if (!s->connected) {
       rc = rail_socket_connect_check(s->fd);
-      if (rc == -EINPROGRESS) continue;
-      if (rc != 0) goto retry;
+      if (rc == -EINPROGRESS)
+        continue;
+      if (rc != 0)
+        goto retry;
       s->connected = 1;
     }
     while (s->sent < sizeof(s->hello)) {
-      ssize_t n = send(s->fd, s->hello + s->sent, sizeof(s->hello) - s->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      ssize_t n =
+          send(s->fd, s->hello + s->sent, sizeof(s->hello) - s->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        break;
       if (n < 0) {
         rc = -errno;
         goto retry;
       }
       s->sent += (size_t)n;
     }
-    if (s->sent == sizeof(s->hello)) ready++;
+    if (s->sent == sizeof(s->hello))
+      ready++;
     continue;
   retry:
     /* The listener exists (its handle came first), so refusals and resets
@@ -502,7 +559,8 @@ int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp 
                 rail_ifaces_addr_str(&cs->peer[s->rail], b, sizeof(b)), strerror(-rc));
       goto fail;
     }
-    if (s->fd >= 0) close(s->fd);
+    if (s->fd >= 0)
+      close(s->fd);
     s->fd = -1;
     s->retry_at = now + RAIL_SETUP_RETRY_NS;
   }

@@ -1,4 +1,4 @@
-#define _GNU_SOURCE /* pthread_setaffinity_np, pthread_setname_np, CPU_AND */
+#define _GNU_SOURCE /* pthread_attr_setaffinity_np, pthread_setname_np, CPU_AND */
 /* Data streams: one thread per TCP data stream, blocking I/O.
  *  - sending side: takes the next chunk from the engine and writes its
  *    header and payload with one sendmsg, straight from the user's buffer;
@@ -20,29 +20,26 @@
 #include "plugin/param.h"
 #include "topology/topo.h"
 
-static void rail_stream_pin(struct rail_comm *c, struct rail_stream *s) {
+/* The CPUs of the rail's NUMA node that this process may use; 0 if the
+ * thread should not be pinned (not asked, node unknown, or none usable). */
+static int rail_stream_cpus(struct rail_comm *c, struct rail_stream *s, cpu_set_t *set) {
   int numa = c->rails[s->rail].numa;
-  cpu_set_t set, allowed;
-  char name[16];
-  int rc;
+  cpu_set_t allowed;
 
-  snprintf(name, sizeof(name), "rail-%s%d.%d", c->is_send ? "tx" : "rx", s->rail, s->index);
-  pthread_setname_np(pthread_self(), name);
-  if (numa < 0 || rail_param_int(RAIL_PARAM_PIN_THREADS) == 0) return;
-  if (rail_topo_numa_cpuset(rail_topo_get(), numa, &set) != 0) return;
+  if (numa < 0 || rail_param_int(RAIL_PARAM_PIN_THREADS) == 0)
+    return 0;
+  if (rail_topo_numa_cpuset(rail_topo_get(), numa, set) != 0)
+    return 0;
   /* Stay inside what the process may use (cgroups, NCCL's own pinning). */
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) CPU_AND(&set, &set, &allowed);
-  if (CPU_COUNT(&set) == 0) return;
-  rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-  if (rc != 0)
-    RAIL_INFO(RAIL_SUBSYS_NET, "could not pin %s to NUMA node %d: %s", name, numa, strerror(rc));
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+    CPU_AND(set, set, &allowed);
+  return CPU_COUNT(set) > 0;
 }
 
 static void *rail_stream_send_main(void *arg) {
   struct rail_stream *s = arg;
   struct rail_comm *c = s->comm;
 
-  rail_stream_pin(c, s);
   for (;;) {
     struct rail_chunk *ch;
     struct rail_chunk_hdr h;
@@ -50,7 +47,8 @@ static void *rail_stream_send_main(void *arg) {
     struct iovec iov[2];
     int rc;
 
-    if (rail_engine_next_chunk(c, s, &ch) != 0) break;
+    if (rail_engine_next_chunk(c, s, &ch) != 0)
+      break;
     h.magic = RAIL_CHUNK_MAGIC;
     h.len = ch->len;
     h.seq = ch->req->seq;
@@ -62,7 +60,8 @@ static void *rail_stream_send_main(void *arg) {
     iov[1].iov_len = ch->len;
     rc = rail_socket_send_all(s->fd, iov, 2);
     rail_engine_chunk_sent(c, s, ch, rc);
-    if (rc != 0) break;
+    if (rc != 0)
+      break;
   }
   return NULL;
 }
@@ -71,7 +70,6 @@ static void *rail_stream_recv_main(void *arg) {
   struct rail_stream *s = arg;
   struct rail_comm *c = s->comm;
 
-  rail_stream_pin(c, s);
   for (;;) {
     uint8_t hdr[RAIL_CHUNK_HDR_BYTES];
     struct rail_chunk_hdr h;
@@ -90,17 +88,36 @@ static void *rail_stream_recv_main(void *arg) {
     }
     rc = dst != NULL ? rail_socket_recv_all(s->fd, dst, h.len) : rail_socket_discard(s->fd, h.len);
     rail_engine_chunk_end(c, s, &h, dst != NULL, rc);
-    if (rc != 0) break;
+    if (rc != 0)
+      break;
   }
   return NULL;
 }
 
 int rail_stream_start(struct rail_comm *c, struct rail_stream *s) {
+  pthread_attr_t attr;
+  cpu_set_t cpus;
+  char name[16];
   int rc = rail_socket_set_blocking(s->fd, 1);
 
-  if (rc != 0) return rc;
-  rc = pthread_create(&s->thread, NULL, c->is_send ? rail_stream_send_main : rail_stream_recv_main, s);
-  if (rc != 0) return -rc;
+  if (rc != 0)
+    return rc;
+  pthread_attr_init(&attr);
+  /* Pinned from its first instruction, so its stack and buffers are
+   * allocated on the NIC's node. */
+  if (rail_stream_cpus(c, s, &cpus)) {
+    rc = pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus);
+    if (rc != 0)
+      RAIL_INFO(RAIL_SUBSYS_NET, "rail %s: not pinning stream %d to NUMA node %d: %s",
+                c->rails[s->rail].desc, s->index, c->rails[s->rail].numa, strerror(rc));
+  }
+  rc = pthread_create(&s->thread, &attr, c->is_send ? rail_stream_send_main : rail_stream_recv_main,
+                      s);
+  pthread_attr_destroy(&attr);
+  if (rc != 0)
+    return -rc;
   s->started = 1;
+  snprintf(name, sizeof(name), "rail-%s%d.%d", c->is_send ? "tx" : "rx", s->rail, s->index);
+  pthread_setname_np(s->thread, name);
   return 0;
 }

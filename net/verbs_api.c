@@ -15,7 +15,8 @@ struct rail_verbs_sym {
   int required;
 };
 
-#define RAIL_VERBS_SYM(field, sym, req) {sym, offsetof(struct rail_verbs_api, field), req}
+#define RAIL_VERBS_SYM(field, sym, req)                                                            \
+  { sym, offsetof(struct rail_verbs_api, field), req }
 
 static const struct rail_verbs_sym rail_verbs_syms[] = {
     RAIL_VERBS_SYM(get_device_list, "ibv_get_device_list", 1),
@@ -67,9 +68,8 @@ int rail_verbs_api_open(const char *libname, struct rail_verbs_api *api) {
     fn = dlsym(lib, s->name);
     if (fn == NULL && s->required) {
       err = dlerror();
-      RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
-                "verbs off: %s has no %s (%s); using sockets", libname, s->name,
-                err ? err : "symbol is NULL");
+      RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs off: %s has no %s (%s); using sockets",
+                libname, s->name, err ? err : "symbol is NULL");
       goto close_lib;
     }
     /* POSIX guarantees a data pointer can hold a function pointer from dlsym. */

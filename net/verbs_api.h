@@ -45,8 +45,8 @@ struct rail_verbs_api {
   struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
                                  unsigned int access);
   /* NULL on rdma-core older than v34 (IBVERBS_1.12). */
-  struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
-                                  uint64_t iova, int fd, int access);
+  struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+                                  int fd, int access);
   int (*dereg_mr)(struct ibv_mr *mr);
   struct ibv_cq *(*create_cq)(struct ibv_context *context, int cqe, void *cq_context,
                               struct ibv_comp_channel *channel, int comp_vector);

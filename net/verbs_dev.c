@@ -46,7 +46,8 @@ static int rail_verbs_read(const char *path, char *buf, size_t len) {
     return err;
   }
   close(fd);
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) n--;
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+    n--;
   buf[n] = '\0';
   return 0;
 }
@@ -87,14 +88,16 @@ static int rail_verbs_list_dir(const char *path, char ***names, int *n) {
   return 0;
 
 free_names:
-  for (int i = 0; i < cnt; i++) free(v[i]);
+  for (int i = 0; i < cnt; i++)
+    free(v[i]);
   free(v);
   closedir(d);
   return -ENOMEM;
 }
 
 static void rail_verbs_free_names(char **names, int n) {
-  for (int i = 0; i < n; i++) free(names[i]);
+  for (int i = 0; i < n; i++)
+    free(names[i]);
   free(names);
 }
 
@@ -170,7 +173,8 @@ static int rail_verbs_parse_rate(const char *s) {
   double v = strtod(s, &end);
 
   if (end == s || v <= 0) return 0;
-  while (*end == ' ') end++;
+  while (*end == ' ')
+    end++;
   if (strncmp(end, "Gb/sec", 6) == 0) return (int)(v * 1000.0 + 0.5);
   if (strncmp(end, "Mb/sec", 6) == 0) return (int)(v + 0.5);
   return 0;
@@ -243,8 +247,7 @@ static int rail_verbs_read_gids(const char *portdir, struct rail_verbs_gid **out
     struct in6_addr a;
 
     rail_verbs_pathf(path, "%s/gids/%s", portdir, names[i]);
-    if (rail_verbs_read(path, buf, sizeof(buf)) != 0 || inet_pton(AF_INET6, buf, &a) != 1)
-      continue;
+    if (rail_verbs_read(path, buf, sizeof(buf)) != 0 || inet_pton(AF_INET6, buf, &a) != 1) continue;
     memcpy(e->gid, &a, 16);
     if (rail_gid_is_zero(e->gid)) continue;
     e->index = atoi(names[i]);
@@ -264,8 +267,8 @@ static int rail_verbs_read_gids(const char *portdir, struct rail_verbs_gid **out
 }
 
 /* Fills the GID choice of one port; -ENOENT when the port has none usable. */
-static int rail_verbs_choose_gid(int real_root, const char *portdir,
-                                 struct rail_verbs_port *p, int override_gid) {
+static int rail_verbs_choose_gid(int real_root, const char *portdir, struct rail_verbs_port *p,
+                                 int override_gid) {
   struct rail_verbs_gid *gids = NULL;
   uint32_t v4[8];
   int ngids = 0, nv4 = 0, rc, idx = -1;
@@ -336,8 +339,8 @@ static int rail_verbs_scan_port(const char *root, const char *realroot, const ch
 
   rail_verbs_pathf(path, "%s/state", portdir);
   if (rail_verbs_read(path, buf, sizeof(buf)) != 0 || strstr(buf, "ACTIVE") == NULL) {
-    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s port %d: state %s", dev,
-              port, buf[0] ? buf : "unreadable");
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s port %d: state %s", dev, port,
+              buf[0] ? buf : "unreadable");
     return 0;
   }
   rail_verbs_pathf(path, "%s/link_layer", portdir);
@@ -448,14 +451,14 @@ static int rail_verbs_confirm(const struct rail_verbs_api *api, struct ibv_devic
 
   ctx = api->open_device(dev);
   if (ctx == NULL) {
-    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s: ibv_open_device: %s",
-              p->dev, strerror(errno));
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s: ibv_open_device: %s", p->dev,
+              strerror(errno));
     return 0;
   }
   rc = rail_verbs_query_port(api, ctx, (uint8_t)p->port, &pa);
   if (rc != 0 || pa.state != IBV_PORT_ACTIVE) {
-    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s port %d: %s", p->dev,
-              p->port, rc ? strerror(-rc) : "not ACTIVE in ibv_query_port");
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s port %d: %s", p->dev, p->port,
+              rc ? strerror(-rc) : "not ACTIVE in ibv_query_port");
     goto close_device;
   }
   if ((pa.link_layer == IBV_LINK_LAYER_ETHERNET) != (p->link == RAIL_VERBS_LINK_ETH)) {
@@ -464,8 +467,7 @@ static int rail_verbs_confirm(const struct rail_verbs_api *api, struct ibv_devic
               p->port);
     goto close_device;
   }
-  if (api->query_gid(ctx, (uint8_t)p->port, p->gid_index, &gid) != 0 ||
-      rail_gid_is_zero(gid.raw)) {
+  if (api->query_gid(ctx, (uint8_t)p->port, p->gid_index, &gid) != 0 || rail_gid_is_zero(gid.raw)) {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s port %d: GID index %d empty",
               p->dev, p->port, p->gid_index);
     goto close_device;
@@ -493,8 +495,8 @@ int rail_verbs_discover(const struct rail_verbs_api *api, struct rail_verbs_port
   scan = calloc(RAIL_VERBS_MAX_PORTS, sizeof(*scan));
   if (scan == NULL) return -ENOMEM;
   rc = rail_verbs_scan_sysfs(rail_param_str(RAIL_PARAM_SYSFS_ROOT),
-                             (int)rail_param_int(RAIL_PARAM_GID_INDEX), scan,
-                             RAIL_VERBS_MAX_PORTS, &nscan);
+                             (int)rail_param_int(RAIL_PARAM_GID_INDEX), scan, RAIL_VERBS_MAX_PORTS,
+                             &nscan);
   if (rc != 0) goto free_scan;
   list = api->get_device_list(&nlist);
   if (list == NULL) nlist = 0;
@@ -513,8 +515,8 @@ int rail_verbs_discover(const struct rail_verbs_api *api, struct rail_verbs_port
     if (!rail_verbs_confirm(api, dev, &scan[i])) continue;
     ports[n] = scan[i];
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
-              "verbs: %s port %d %s %d Mbps netdev %s GID index %d (%s) NUMA %d PCI %s", ports[n].dev,
-              ports[n].port, rail_verbs_link_name(ports[n].link), ports[n].speed_mbps,
+              "verbs: %s port %d %s %d Mbps netdev %s GID index %d (%s) NUMA %d PCI %s",
+              ports[n].dev, ports[n].port, rail_verbs_link_name(ports[n].link), ports[n].speed_mbps,
               ports[n].netdev[0] ? ports[n].netdev : "none", ports[n].gid_index, ports[n].gid_why,
               ports[n].numa, ports[n].pci_path[0] ? ports[n].pci_path : "none");
     n++;

@@ -26,20 +26,20 @@ enum rail_verbs_link {
 };
 
 struct rail_verbs_port {
-  char dev[RAIL_VERBS_NAME];     /* RDMA device, "mlx5_0" or "rxe0" */
-  int port;                      /* 1-based port number */
-  int link;                      /* RAIL_VERBS_LINK_* */
-  int speed_mbps;                /* from the port's rate, else the netdev's speed, else 10000 */
-  char netdev[RAIL_VERBS_NAME];  /* RoCE: the netdev under the port; IB: IPoIB netdev or "" */
+  char dev[RAIL_VERBS_NAME];      /* RDMA device, "mlx5_0" or "rxe0" */
+  int port;                       /* 1-based port number */
+  int link;                       /* RAIL_VERBS_LINK_* */
+  int speed_mbps;                 /* from the port's rate, else the netdev's speed, else 10000 */
+  char netdev[RAIL_VERBS_NAME];   /* RoCE: the netdev under the port; IB: IPoIB netdev or "" */
   char pci_path[RAIL_VERBS_PATH]; /* realpath of the PCI device in /sys, "" for soft devices */
-  int numa;                      /* -1 if unknown */
-  uint64_t guid;                 /* node GUID, host order; 0 if unknown */
-  int gid_index;                 /* the GID index QPs use as source */
-  uint8_t gid[16];               /* that GID, network order */
-  char gid_why[96];              /* how the index was chosen, for the INFO line */
-  uint16_t lid;                  /* IB only; 0 until rail_verbs_discover */
-  int mtu;                       /* enum ibv_mtu, active; 0 until rail_verbs_discover */
-  int max_qp_wr;                 /* device limit; 0 until rail_verbs_discover */
+  int numa;                       /* -1 if unknown */
+  uint64_t guid;                  /* node GUID, host order; 0 if unknown */
+  int gid_index;                  /* the GID index QPs use as source */
+  uint8_t gid[16];                /* that GID, network order */
+  char gid_why[96];               /* how the index was chosen, for the INFO line */
+  uint16_t lid;                   /* IB only; 0 until rail_verbs_discover */
+  int mtu;                        /* enum ibv_mtu, active; 0 until rail_verbs_discover */
+  int max_qp_wr;                  /* device limit; 0 until rail_verbs_discover */
 };
 
 /* One row of a port's GID table as sysfs shows it. */
@@ -47,8 +47,8 @@ enum rail_verbs_gid_type { RAIL_GID_NONE = 0, RAIL_GID_IB_ROCE_V1 = 1, RAIL_GID_
 struct rail_verbs_gid {
   int index;
   uint8_t gid[16];
-  int type;                     /* enum rail_verbs_gid_type */
-  char ndev[RAIL_VERBS_NAME];   /* gid_attrs/ndevs: "" when unreadable */
+  int type;                   /* enum rail_verbs_gid_type */
+  char ndev[RAIL_VERBS_NAME]; /* gid_attrs/ndevs: "" when unreadable */
 };
 
 /* The automatic choice for RoCE, pure so tests can state the rules:

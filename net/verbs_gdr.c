@@ -12,12 +12,12 @@
 
 /* The few CUDA driver API types and values the probe needs, from the driver
  * API's documented ABI (cuda.h is not needed to build the plugin). */
-typedef int rail_cu_result;           /* CUresult, 0 = CUDA_SUCCESS */
-typedef int rail_cu_device;           /* CUdevice */
-typedef void *rail_cu_context;        /* CUcontext */
-typedef unsigned long long rail_cu_ptr; /* CUdeviceptr */
+typedef int rail_cu_result;                /* CUresult, 0 = CUDA_SUCCESS */
+typedef int rail_cu_device;                /* CUdevice */
+typedef void *rail_cu_context;             /* CUcontext */
+typedef unsigned long long rail_cu_ptr;    /* CUdeviceptr */
 #define RAIL_CU_ATTR_DMA_BUF_SUPPORTED 124 /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
-#define RAIL_CU_HANDLE_DMA_BUF_FD 1         /* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */
+#define RAIL_CU_HANDLE_DMA_BUF_FD 1        /* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */
 
 struct rail_cu_api {
   rail_cu_result (*init)(unsigned flags);
@@ -135,8 +135,10 @@ close_lib:
    * library with live contexts is not safe. */
 say:
   if (why != NULL)
-    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: %s: GPU memory not registrable (%s); "
-              "host buffers only", nic, why);
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
+              "verbs: %s: GPU memory not registrable (%s); "
+              "host buffers only",
+              nic, why);
   else
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
               "verbs: %s: GPU memory registration: peer memory %s, dma-buf %s%s%s%s%s", nic,

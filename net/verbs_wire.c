@@ -17,9 +17,9 @@
 #include "net/verbs_gdr.h"
 #include "plugin/log.h"
 
-#define RAIL_VERBS_NIC_POLL_MS 5  /* how often a progressing conn reads async events */
-#define RAIL_VERBS_WATCH_MS 100   /* how often a waiting conn checks its side channel */
-#define RAIL_VERBS_PROBE_MS 1000  /* a waiting conn this quiet asks the peer's QP for an ACK */
+#define RAIL_VERBS_NIC_POLL_MS 5 /* how often a progressing conn reads async events */
+#define RAIL_VERBS_WATCH_MS 100  /* how often a waiting conn checks its side channel */
+#define RAIL_VERBS_PROBE_MS 1000 /* a waiting conn this quiet asks the peer's QP for an ACK */
 #define RAIL_VERBS_LANE_SPLIT (64 << 10) /* a rail's part uses all its lanes from here */
 #define RAIL_VERBS_CQ_BATCH 32
 #define RAIL_VERBS_MAX_LANES (RAIL_VERBS_MAX_RAILS * RAIL_VERBS_MAX_QPS)
@@ -145,14 +145,16 @@ static void rail_verbs_nic_drain_events(struct rail_verbs_nic *nic) {
   while (api->get_async_event(nic->ctx, &ev) == 0) {
     switch (ev.event_type) {
     case IBV_EVENT_PORT_ERR:
-      if (ev.element.port_num == nic->port.port && __atomic_exchange_n(&nic->up, 0, __ATOMIC_ACQ_REL))
+      if (ev.element.port_num == nic->port.port &&
+          __atomic_exchange_n(&nic->up, 0, __ATOMIC_ACQ_REL))
         RAIL_WARN("verbs: port %s (netdev %s) went down (async event %s); new traffic moves to "
                   "the remaining rails",
                   nic->name, nic->port.netdev[0] ? nic->port.netdev : "none",
                   api->event_type_str(ev.event_type));
       break;
     case IBV_EVENT_PORT_ACTIVE:
-      if (ev.element.port_num == nic->port.port && !__atomic_exchange_n(&nic->up, 1, __ATOMIC_ACQ_REL))
+      if (ev.element.port_num == nic->port.port &&
+          !__atomic_exchange_n(&nic->up, 1, __ATOMIC_ACQ_REL))
         RAIL_INFO(RAIL_SUBSYS_NET, "verbs: port %s is ACTIVE again; new connections use it",
                   nic->name);
       break;
@@ -211,7 +213,7 @@ struct rail_verbs_mr {
   int dmabuf; /* entries are private, not in the caches */
 };
 
-#define RAIL_VERBS_ACCESS \
+#define RAIL_VERBS_ACCESS                                                                          \
   (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
 static void rail_verbs_cache_put(struct rail_verbs_nic *nic, struct rail_verbs_mr_entry *e) {
@@ -289,13 +291,14 @@ int rail_verbs_mr_reg(struct rail_verbs_nic *const *nics, int nnics, void *data,
   return 0;
 
 put_entries:
-  for (int i = 0; i < mr->n; i++) rail_verbs_cache_put(mr->nics[i], mr->e[i]);
+  for (int i = 0; i < mr->n; i++)
+    rail_verbs_cache_put(mr->nics[i], mr->e[i]);
   free(mr);
   return rc;
 }
 
-int rail_verbs_mr_reg_dmabuf(struct rail_verbs_nic *const *nics, int nnics, void *data,
-                             size_t size, uint64_t offset, int fd, struct rail_verbs_mr **out) {
+int rail_verbs_mr_reg_dmabuf(struct rail_verbs_nic *const *nics, int nnics, void *data, size_t size,
+                             uint64_t offset, int fd, struct rail_verbs_mr **out) {
   struct rail_verbs_mr *mr;
   int rc = 0;
 
@@ -356,6 +359,8 @@ void rail_verbs_mr_dereg(struct rail_verbs_mr *mr) {
   free(mr);
 }
 
+int rail_verbs_mr_type(const struct rail_verbs_mr *mr) { return mr->e[0]->type; }
+
 /* The MR of `mr` on `nic`, or NULL if the buffer was not registered there. */
 static struct ibv_mr *rail_verbs_mr_on(const struct rail_verbs_mr *mr,
                                        const struct rail_verbs_nic *nic) {
@@ -385,15 +390,21 @@ struct rail_verbs_credit {
 
 /* The immediate of each data write: the message's low 16 sequence bits, how
  * many writes make it up, and whether the sender found the buffer too small. */
-#define RAIL_IMM(seq, nparts, trunc) \
-  (((uint32_t)(seq) & 0xffffu) | ((uint32_t)((nparts) - 1) << 16) | ((trunc) ? (1u << 20) : 0u))
-#define RAIL_IMM_SEQ(imm) ((imm) & 0xffffu)
+#define RAIL_IMM(seq, nparts, trunc)                                                               \
+  (((uint32_t)(seq)&0xffffu) | ((uint32_t)((nparts)-1) << 16) | ((trunc) ? (1u << 20) : 0u))
+#define RAIL_IMM_SEQ(imm) ((imm)&0xffffu)
 #define RAIL_IMM_NPARTS(imm) ((int)(((imm) >> 16) & 0xfu) + 1)
 #define RAIL_IMM_TRUNC(imm) (((imm) >> 20) & 1u)
 
 /* wr_id: kind, lane and sequence number (or flush slot). */
-enum { RAIL_WR_DATA = 1, RAIL_WR_CREDIT = 2, RAIL_WR_FLUSH = 3, RAIL_WR_RECV = 4, RAIL_WR_PROBE = 5 };
-#define RAIL_WRID(kind, lane, seq) \
+enum {
+  RAIL_WR_DATA = 1,
+  RAIL_WR_CREDIT = 2,
+  RAIL_WR_FLUSH = 3,
+  RAIL_WR_RECV = 4,
+  RAIL_WR_PROBE = 5
+};
+#define RAIL_WRID(kind, lane, seq)                                                                 \
   (((uint64_t)(kind) << 56) | ((uint64_t)(lane) << 48) | (uint64_t)(uint32_t)(seq))
 #define RAIL_WRID_KIND(id) ((int)((id) >> 56))
 #define RAIL_WRID_LANE(id) ((int)(((id) >> 48) & 0xff))
@@ -454,8 +465,8 @@ struct rail_verbs_conn {
   int nrails, qps, nlanes;
   struct rail_verbs_rail rails[RAIL_VERBS_MAX_RAILS];
   struct rail_verbs_lane lanes[RAIL_VERBS_MAX_LANES];
-  struct rail_verbs_credit *fifo; /* RAIL_VERBS_FIFO slots */
-  uint64_t rfifo_addr;            /* receiver: the sender's FIFO */
+  struct rail_verbs_credit *fifo;              /* RAIL_VERBS_FIFO slots */
+  uint64_t rfifo_addr;                         /* receiver: the sender's FIFO */
   struct rail_verbs_req reqs[RAIL_VERBS_FIFO]; /* by seq % RAIL_VERBS_FIFO */
   struct rail_verbs_req flush[RAIL_VERBS_FIFO];
   uint8_t flush_scratch[64] __attribute__((aligned(64)));
@@ -465,6 +476,8 @@ struct rail_verbs_conn {
   uint64_t last_activity_ms, next_watch_ms;
   uint64_t last_probe_ms; /* when the outstanding (or last) probe was posted */
   int probing;            /* a probe write is outstanding */
+  uint64_t probe_addr;    /* sender: a receive buffer the peer advertised, for probes */
+  uint32_t probe_rkey[RAIL_VERBS_MAX_RAILS];
   int timeout_ms, watch_fd, traffic_class;
   size_t min_stripe;
   rail_verbs_split_fn split;
@@ -616,8 +629,8 @@ static uint32_t rail_verbs_psn(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   /* Any 24-bit start works; distinct ones keep stale packets of an earlier
    * connection from matching this one. */
-  return ((uint32_t)t.tv_nsec * 2654435761u + __atomic_fetch_add(&counter, 7919u, __ATOMIC_RELAXED) +
-          (uint32_t)getpid()) &
+  return ((uint32_t)t.tv_nsec * 2654435761u +
+          __atomic_fetch_add(&counter, 7919u, __ATOMIC_RELAXED) + (uint32_t)getpid()) &
          0xffffffu;
 }
 
@@ -649,7 +662,8 @@ static int rail_qp_create(struct rail_verbs_conn *c, int rail, int sq, int rq,
   a.pkey_index = 0;
   a.port_num = (uint8_t)nic->port.port;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  rc = nic->api->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  rc = nic->api->modify_qp(qp, &a,
+                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (rc != 0) {
     rc = rc > 0 ? -rc : -EIO;
     RAIL_WARN("verbs: %s QP %#x: INIT failed: %s", nic->name, qp->qp_num, strerror(-rc));
@@ -791,8 +805,9 @@ int rail_verbs_conn_create(const struct rail_verbs_conn_cfg *cfg, int is_sender,
     }
     /* Sender: the FIFO the peer writes credits into. Receiver: the local
      * copy the credits are written from. */
-    rl->fifo_mr = rail_verbs_reg_mr(api, rl->nic->pd, c->fifo, RAIL_VERBS_FIFO * sizeof(*c->fifo),
-                                    IBV_ACCESS_LOCAL_WRITE | (is_sender ? IBV_ACCESS_REMOTE_WRITE : 0));
+    rl->fifo_mr =
+        rail_verbs_reg_mr(api, rl->nic->pd, c->fifo, RAIL_VERBS_FIFO * sizeof(*c->fifo),
+                          IBV_ACCESS_LOCAL_WRITE | (is_sender ? IBV_ACCESS_REMOTE_WRITE : 0));
     if (rl->fifo_mr == NULL) {
       rc = -(errno ? errno : ENOMEM);
       RAIL_WARN("verbs: %s: cannot register the credit FIFO: %s", rl->nic->name, strerror(-rc));
@@ -950,19 +965,20 @@ int rail_verbs_conn_connect(struct rail_verbs_conn *c, const void *peer_info, si
   for (int i = 0; i < c->nlanes; i++) {
     struct rail_verbs_lane *l = &c->lanes[i];
     struct rail_verbs_rail *rl = &c->rails[l->rail];
-    rc = rail_qp_connect(c, l->rail, l->qp, l->psn, l->rqpn, l->rpsn, rl->rgid, rl->rlid,
-                         rl->rmtu);
+    rc = rail_qp_connect(c, l->rail, l->qp, l->psn, l->rqpn, l->rpsn, rl->rgid, rl->rlid, rl->rmtu);
     if (rc != 0) return rc;
   }
   c->connected = 1;
   c->last_activity_ms = rail_verbs_now_ms();
-  RAIL_INFO(RAIL_SUBSYS_NET, "verbs: %s connected to peer %s: %d rail(s) x %d QP(s), first %s QP %#x -> %#x",
+  RAIL_INFO(RAIL_SUBSYS_NET,
+            "verbs: %s connected to peer %s: %d rail(s) x %d QP(s), first %s QP %#x -> %#x",
             c->is_sender ? "send" : "recv", c->peer, c->nrails, c->qps, c->rails[0].nic->name,
             c->lanes[0].qp->qp_num, c->lanes[0].rqpn);
   return 0;
 
 bad_info:
-  RAIL_WARN("verbs: peer %s sent malformed or mismatched connection info (%zu bytes)", c->peer, len);
+  RAIL_WARN("verbs: peer %s sent malformed or mismatched connection info (%zu bytes)", c->peer,
+            len);
   return -EPROTO;
 }
 
@@ -1004,8 +1020,8 @@ static int rail_post_write(struct rail_verbs_conn *c, int li, uint64_t wrid, voi
   rc = ibv_post_send(l->qp, &wr, &bad);
   if (rc != 0) {
     rc = rc > 0 ? -rc : -EIO;
-    RAIL_WARN("verbs: %s QP %#x to peer %s: ibv_post_send failed: %s",
-              c->rails[l->rail].nic->name, l->qp->qp_num, c->peer, strerror(-rc));
+    RAIL_WARN("verbs: %s QP %#x to peer %s: ibv_post_send failed: %s", c->rails[l->rail].nic->name,
+              l->qp->qp_num, c->peer, strerror(-rc));
     return rc;
   }
   l->sq_used++;
@@ -1020,7 +1036,8 @@ static int rail_send_issue(struct rail_verbs_conn *c, struct rail_verbs_req *r,
   size_t lane_off[RAIL_VERBS_MAX_LANES] = {0}, off = 0;
   int up[RAIL_VERBS_MAX_RAILS], nup = 0, nparts = 0, trunc = r->size > cr->size, rc;
 
-  for (int i = 0; i < c->nrails; i++) nup += up[i] = rail_rail_usable(c, i);
+  for (int i = 0; i < c->nrails; i++)
+    nup += up[i] = rail_rail_usable(c, i);
   if (nup == 0) return -EAGAIN;
   if (trunc || r->size == 0) {
     memset(rail_part, 0, sizeof(rail_part)); /* one empty write, placed below */
@@ -1078,13 +1095,15 @@ static int rail_send_issue(struct rail_verbs_conn *c, struct rail_verbs_req *r,
     if (lane_len[li] > 0) {
       mr = rail_verbs_mr_on(r->mr, c->rails[rail].nic);
       if (mr == NULL) {
-        RAIL_WARN("verbs: send buffer %p is not registered on %s", r->data, c->rails[rail].nic->name);
+        RAIL_WARN("verbs: send buffer %p is not registered on %s", r->data,
+                  c->rails[rail].nic->name);
         return -EINVAL;
       }
       lkey = mr->lkey;
     }
-    rc = rail_post_write(c, li, RAIL_WRID(RAIL_WR_DATA, li, r->seq), r->data + lane_off[li],
-                         lane_len[li], lkey, cr->addr + lane_off[li], cr->rkey[rail], 1,
+    rc = rail_post_write(c, li, RAIL_WRID(RAIL_WR_DATA, li, r->seq),
+                         lane_len[li] > 0 ? r->data + lane_off[li] : NULL, lane_len[li], lkey,
+                         cr->addr + lane_off[li], cr->rkey[rail], 1,
                          RAIL_IMM(r->seq, nparts, trunc));
     if (rc != 0) return rc;
     r->pending++;
@@ -1105,6 +1124,8 @@ static void rail_send_progress(struct rail_verbs_conn *c) {
         __atomic_load_n(&cr->seq_end, __ATOMIC_ACQUIRE) != seq)
       break;
     c->last_activity_ms = rail_verbs_now_ms();
+    c->probe_addr = cr->addr;
+    memcpy(c->probe_rkey, cr->rkey, sizeof(c->probe_rkey));
     if (r->state != RAIL_REQ_WAITING) { /* failed already (a rail lost under it) */
       c->issue_seq++;
       continue;
@@ -1215,8 +1236,10 @@ static void rail_conn_poll_cqs(struct rail_verbs_conn *c) {
           /* A lost rail fails the message it carried, not the connection. */
           if (r != NULL && r->seq == seq) {
             r->pending--;
-            if (r->state == RAIL_REQ_ISSUED && r->pending == 0) rail_req_finish(c, r, -ENETDOWN);
-            else if (r->err == 0) r->err = -ENETDOWN;
+            if (r->state == RAIL_REQ_ISSUED && r->pending == 0)
+              rail_req_finish(c, r, -ENETDOWN);
+            else if (r->err == 0)
+              r->err = -ENETDOWN;
           }
           continue;
         }
@@ -1255,20 +1278,25 @@ static int rail_conn_peer_closed(struct rail_verbs_conn *c) {
 }
 
 /* Waiting without news: an empty RDMA WRITE to the peer's QP. A live QP
- * ACKs it; a peer whose process died has no QP any more, so the RC retries
- * run out and the completion error fails the connection within seconds,
- * also when nothing else of ours is in flight (a sender waiting for credits,
- * a receiver waiting for data) and no side channel is watched. Zero-length
- * writes check no rkey, so the sender needs no address of the receiver. */
+ * ACKs it; a hardware RC QP whose peer vanished runs out of retries and the
+ * completion error fails the connection within seconds, also when nothing
+ * else of ours is in flight (a sender waiting for credits, a receiver
+ * waiting for data) and no side channel is watched. (Soft-RoCE in kernel
+ * 6.1 never retries such a write to an error, measured in the rig; there the
+ * side channel and the timeout bound the wait.) The write names memory the
+ * peer made writable, so even a strict responder accepts it: the sender's
+ * FIFO, or the last receive buffer a credit advertised. */
 static void rail_conn_probe(struct rail_verbs_conn *c, uint64_t now) {
+  if (c->is_sender && c->probe_addr == 0) return; /* no credit seen yet */
   for (int li = 0; li < c->nlanes; li++) {
     struct rail_verbs_lane *l = &c->lanes[li];
     int rail = l->rail;
 
     if (l->dead || !rail_verbs_nic_is_up(c->rails[rail].nic) || l->sq_used >= l->sq_max) continue;
     if (rail_post_write(c, li, RAIL_WRID(RAIL_WR_PROBE, li, 0), NULL, 0, 0,
-                        c->is_sender ? 0 : c->rfifo_addr, c->is_sender ? 0 : c->rails[rail].rfifo_rkey,
-                        0, 0) != 0) {
+                        c->is_sender ? c->probe_addr : c->rfifo_addr,
+                        c->is_sender ? c->probe_rkey[rail] : c->rails[rail].rfifo_rkey, 0,
+                        0) != 0) {
       rail_conn_fail(c, -EIO);
       return;
     }
@@ -1283,7 +1311,8 @@ int rail_verbs_conn_progress(struct rail_verbs_conn *c) {
 
   if (c->err != 0) return c->err;
   if (!c->connected) return -ENOTCONN;
-  for (int r = 0; r < c->nrails; r++) rail_verbs_nic_poll(c->rails[r].nic, 0);
+  for (int r = 0; r < c->nrails; r++)
+    rail_verbs_nic_poll(c->rails[r].nic, 0);
   rail_conn_poll_cqs(c);
   if (c->err == 0) {
     if (c->is_sender)
@@ -1486,7 +1515,8 @@ int rail_verbs_test(struct rail_verbs_req *r, int *done, size_t *size) {
   if (r->state == RAIL_REQ_WAITING || r->state == RAIL_REQ_ISSUED) rail_verbs_conn_progress(c);
   switch (r->state) {
   case RAIL_REQ_DONE:
-    if (size != NULL) *size = r->kind == RAIL_REQ_RECV ? r->bytes : (r->kind == RAIL_REQ_SEND ? r->size : 0);
+    if (size != NULL)
+      *size = r->kind == RAIL_REQ_RECV ? r->bytes : (r->kind == RAIL_REQ_SEND ? r->size : 0);
     *done = 1;
     r->state = RAIL_REQ_FREE;
     return 0;

@@ -121,9 +121,11 @@ int rail_verbs_nic_mem_support(struct rail_verbs_nic *nic);
 int rail_verbs_mr_reg(struct rail_verbs_nic *const *nics, int nnics, void *data, size_t size,
                       int type, struct rail_verbs_mr **out);
 /* The same for a dma-buf (offset into the dma-buf `fd`, mapped at `data`). */
-int rail_verbs_mr_reg_dmabuf(struct rail_verbs_nic *const *nics, int nnics, void *data,
-                             size_t size, uint64_t offset, int fd, struct rail_verbs_mr **out);
+int rail_verbs_mr_reg_dmabuf(struct rail_verbs_nic *const *nics, int nnics, void *data, size_t size,
+                             uint64_t offset, int fd, struct rail_verbs_mr **out);
 void rail_verbs_mr_dereg(struct rail_verbs_mr *mr);
+/* RAIL_VERBS_MEM_HOST, _CUDA or _DMABUF: what was registered. */
+int rail_verbs_mr_type(const struct rail_verbs_mr *mr);
 
 /* ---- Connections ---- */
 
@@ -137,11 +139,11 @@ struct rail_verbs_conn_cfg {
   int nrails;
   struct rail_verbs_nic *nics[RAIL_VERBS_MAX_RAILS]; /* not owned; may repeat */
   int qps_per_rail;                                  /* 1..RAIL_VERBS_MAX_QPS */
-  const char *peer;      /* peer's name for logs ("10.0.0.2:4455"); copied */
-  int timeout_ms;        /* no progress for this long fails pending requests */
-  int watch_fd;          /* side-channel socket to watch for EOF, or -1 */
-  int traffic_class;     /* RoCE traffic class / IB SL hint, -1 = unset */
-  size_t min_stripe_bytes; /* default split: below this a message uses one rail */
+  const char *peer;          /* peer's name for logs ("10.0.0.2:4455"); copied */
+  int timeout_ms;            /* no progress for this long fails pending requests */
+  int watch_fd;              /* side-channel socket to watch for EOF, or -1 */
+  int traffic_class;         /* RoCE traffic class / IB SL hint, -1 = unset */
+  size_t min_stripe_bytes;   /* default split: below this a message uses one rail */
   rail_verbs_split_fn split; /* NULL: by NIC speed, see min_stripe_bytes */
   void *split_arg;
 };

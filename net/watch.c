@@ -35,8 +35,18 @@ static struct rail_comm *rail_watch_list;
 static int rail_watch_count;
 static struct rail_watcher *rail_watch_current;
 
+/* A forked child has no watcher thread and none of its parent's
+ * connections working: it starts from scratch. */
+static void rail_watch_atfork_child(void) {
+  rail_watch_list = NULL;
+  rail_watch_count = 0;
+  rail_watch_current = NULL;
+}
+
 static void rail_watch_init(void) {
   pthread_condattr_t ca;
+
+  pthread_atfork(NULL, NULL, rail_watch_atfork_child);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&rail_watch_cv, &ca);
@@ -52,7 +62,8 @@ static void *rail_watch_main(void *arg) {
     uint64_t now = rail_now_ns(), until = now + RAIL_WATCH_NS;
     struct timespec ts;
 
-    for (struct rail_comm *c = rail_watch_list; c != NULL; c = c->watch_next) rail_engine_poll_idle(c, now, RAIL_WATCH_NS);
+    for (struct rail_comm *c = rail_watch_list; c != NULL; c = c->watch_next)
+      rail_engine_poll_idle(c, now, RAIL_WATCH_NS);
     ts.tv_sec = (time_t)(until / 1000000000ull);
     ts.tv_nsec = (long)(until % 1000000000ull);
     pthread_cond_timedwait(&rail_watch_cv, &rail_watch_mu, &ts);
@@ -78,7 +89,8 @@ int rail_watch_add(struct rail_comm *c) {
   }
   c->watch_prev = NULL;
   c->watch_next = rail_watch_list;
-  if (rail_watch_list != NULL) rail_watch_list->watch_prev = c;
+  if (rail_watch_list != NULL)
+    rail_watch_list->watch_prev = c;
   rail_watch_list = c;
   rail_watch_count++;
   pthread_mutex_unlock(&rail_watch_mu);
@@ -97,7 +109,8 @@ void rail_watch_remove(struct rail_comm *c) {
     pthread_mutex_unlock(&rail_watch_mu); /* never added */
     return;
   }
-  if (c->watch_next != NULL) c->watch_next->watch_prev = c->watch_prev;
+  if (c->watch_next != NULL)
+    c->watch_next->watch_prev = c->watch_prev;
   c->watch_next = c->watch_prev = NULL;
   if (--rail_watch_count == 0) {
     /* A later connection starts a new watcher; this one is joined here. */

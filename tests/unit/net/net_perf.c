@@ -47,8 +47,10 @@ static void np_xfer(int fd, char *b, size_t n, int spin, int out) {
   while (done < n) {
     ssize_t r = out ? send(fd, b + done, n - done, MSG_NOSIGNAL)
                     : recv(fd, b + done, n - done, spin ? MSG_DONTWAIT : 0);
-    if (r > 0) done += (size_t)r;
-    else if (r == 0 || (errno != EAGAIN && errno != EINTR)) return;
+    if (r > 0)
+      done += (size_t)r;
+    else if (r == 0 || (errno != EAGAIN && errno != EINTR))
+      return;
   }
 }
 
@@ -116,10 +118,13 @@ static double np_raw_bandwidth(int nstreams, size_t total) {
     s[2 * i + 1] = (struct np_stream){.fd = b, .bytes = total / nstreams, .out = 0};
   }
   t0 = nt_now();
-  for (int i = 0; i < 2 * nstreams; i++) pthread_create(&t[i], NULL, np_stream_main, &s[i]);
-  for (int i = 0; i < 2 * nstreams; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2 * nstreams; i++)
+    pthread_create(&t[i], NULL, np_stream_main, &s[i]);
+  for (int i = 0; i < 2 * nstreams; i++)
+    pthread_join(t[i], NULL);
   t0 = nt_now() - t0;
-  for (int i = 0; i < 2 * nstreams; i++) close(s[i].fd);
+  for (int i = 0; i < 2 * nstreams; i++)
+    close(s[i].fd);
   return (double)(total / nstreams * nstreams) / t0 / 1e9;
 }
 
@@ -156,7 +161,8 @@ static double np_rail_pingpong(void) {
   pthread_t t;
   double t0;
 
-  if (nt_connect(np_dev, &ab, 10) != 0 || nt_connect(np_dev, &ba, 10) != 0) return -1;
+  if (nt_connect(np_dev, &ab, 10) != 0 || nt_connect(np_dev, &ba, 10) != 0)
+    return -1;
   a = (struct np_side){.sc = ab.sc, .rc = ba.rc, .iters = np_iters, .first = 1};
   b = (struct np_side){.sc = ba.sc, .rc = ab.rc, .iters = np_iters, .first = 0};
   pthread_create(&t, NULL, np_rail_pong, &b);
@@ -178,10 +184,12 @@ static double np_rail_bandwidth(size_t total, int *streams) {
   int count = (int)(total / np_size), posted = 0, finished = 0;
   double t0;
 
-  if (nt_connect(np_dev, &p, 10) != 0) return -1;
+  if (nt_connect(np_dev, &p, 10) != 0)
+    return -1;
   rail_net_comm_stats(p.sc, &st);
   *streams = 0;
-  for (int k = 0; k < st.nrails; k++) *streams += st.rail_streams[k];
+  for (int k = 0; k < st.nrails; k++)
+    *streams += st.rail_streams[k];
   for (int i = 0; i < W; i++) {
     sb[i] = malloc(np_size);
     rb[i] = malloc(np_size);
@@ -231,14 +239,15 @@ int main(int argc, char **argv) {
   }
   if (strcmp(what, "latency") == 0 || strcmp(what, "all") == 0) {
     double raw = np_raw_pingpong(0), rawspin = np_raw_pingpong(1), ours = np_rail_pingpong();
-    printf("round trip, 8 B:  raw TCP %.1f us (busy-polling %.1f us), rail %.1f us: %.2fx raw\n", raw,
-           rawspin, ours, ours / raw);
+    printf("round trip, 8 B:  raw TCP %.1f us (busy-polling %.1f us), rail %.1f us: %.2fx raw\n",
+           raw, rawspin, ours, ours / raw);
   }
   if (strcmp(what, "bandwidth") == 0 || strcmp(what, "all") == 0) {
     size_t total = (size_t)2 << 30;
     double ours = np_rail_bandwidth(total, &streams);
     double raw = np_raw_bandwidth(streams, total);
-    printf("bandwidth, %zu B x 8 in flight: raw TCP (%d streams) %.2f GB/s, rail %.2f GB/s: %.0f%% of raw\n",
+    printf("bandwidth, %zu B x 8 in flight: raw TCP (%d streams) %.2f GB/s, rail %.2f GB/s: %.0f%% "
+           "of raw\n",
            np_size, streams, raw, ours, 100 * ours / raw);
   }
   return 0;

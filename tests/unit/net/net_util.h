@@ -34,7 +34,8 @@ static char nt_log_buf[1 << 16];
 static size_t nt_log_len;
 static int nt_log_warns;
 
-static inline void nt_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+static inline void nt_logger(int level, unsigned long flags, const char *file, int line,
+                             const char *fmt, ...) {
   char msg[1024];
   va_list ap;
 
@@ -45,7 +46,8 @@ static inline void nt_logger(int level, unsigned long flags, const char *file, i
   if (level == RAIL_LOG_WARN) {
     nt_log_warns++;
     if (nt_log_len + strlen(msg) + 2 < sizeof(nt_log_buf))
-      nt_log_len += (size_t)snprintf(nt_log_buf + nt_log_len, sizeof(nt_log_buf) - nt_log_len, "%s\n", msg);
+      nt_log_len +=
+          (size_t)snprintf(nt_log_buf + nt_log_len, sizeof(nt_log_buf) - nt_log_len, "%s\n", msg);
   }
   pthread_mutex_unlock(&nt_log_mu);
   if (getenv("NT_VERBOSE") != NULL || level == RAIL_LOG_WARN)
@@ -67,9 +69,11 @@ static inline int nt_log_has(const char *a, const char *b) {
   pthread_mutex_lock(&nt_log_mu);
   for (char *line = nt_log_buf; *line && !found;) {
     char *end = strchr(line, '\n');
-    if (end) *end = '\0';
+    if (end)
+      *end = '\0';
     found = (a == NULL || strstr(line, a) != NULL) && (b == NULL || strstr(line, b) != NULL);
-    if (end) *end = '\n';
+    if (end)
+      *end = '\n';
     line = end ? end + 1 : line + strlen(line);
   }
   pthread_mutex_unlock(&nt_log_mu);
@@ -115,7 +119,8 @@ static inline int nt_lo_device(int n, const int *speeds) {
     snprintf(ip, sizeof(ip), "127.0.0.%d", i + 1);
     rails[i] = nt_lo_iface(ip, speeds ? speeds[i] : 100000);
   }
-  if (rail_net_add_device(rails, n, &dev) != 0) return -1;
+  if (rail_net_add_device(rails, n, &dev) != 0)
+    return -1;
   return dev;
 }
 
@@ -133,10 +138,13 @@ static inline int nt_connect(int dev, struct nt_pair *p, double timeout_s) {
 
   memset(p, 0, sizeof(*p));
   rc = rail_net_listen(dev, p->handle, &p->lc);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   while (p->sc == NULL || p->rc == NULL) {
-    if (p->sc == NULL && (rc = rail_net_connect(dev, p->handle, -1, &p->sc)) != 0) return rc;
-    if (p->rc == NULL && (rc = rail_net_accept(p->lc, &p->rc)) != 0) return rc;
+    if (p->sc == NULL && (rc = rail_net_connect(dev, p->handle, -1, &p->sc)) != 0)
+      return rc;
+    if (p->rc == NULL && (rc = rail_net_accept(p->lc, &p->rc)) != 0)
+      return rc;
     if (nt_now() - t0 > timeout_s) {
       fprintf(stderr, "nt_connect: timed out\n");
       return -ETIMEDOUT;
@@ -148,9 +156,12 @@ static inline int nt_connect(int dev, struct nt_pair *p, double timeout_s) {
 }
 
 static inline void nt_close(struct nt_pair *p) {
-  if (p->sc) rail_net_close_send(p->sc);
-  if (p->rc) rail_net_close_recv(p->rc);
-  if (p->lc) rail_net_close_listen(p->lc);
+  if (p->sc)
+    rail_net_close_send(p->sc);
+  if (p->rc)
+    rail_net_close_recv(p->rc);
+  if (p->lc)
+    rail_net_close_listen(p->lc);
   memset(p, 0, sizeof(*p));
 }
 
@@ -165,13 +176,15 @@ static inline uint8_t nt_byte(uint64_t msg, uint64_t i) {
 }
 
 static inline void nt_fill(uint8_t *buf, size_t n, uint64_t msg) {
-  for (size_t i = 0; i < n; i++) buf[i] = nt_byte(msg, i);
+  for (size_t i = 0; i < n; i++)
+    buf[i] = nt_byte(msg, i);
 }
 
 /* Index of the first wrong byte, or -1. */
 static inline long long nt_check(const uint8_t *buf, size_t n, uint64_t msg) {
   for (size_t i = 0; i < n; i++)
-    if (buf[i] != nt_byte(msg, i)) return (long long)i;
+    if (buf[i] != nt_byte(msg, i))
+      return (long long)i;
   return -1;
 }
 
@@ -180,9 +193,12 @@ static inline int nt_wait(void *req, int *size, double timeout_s) {
   double t0 = nt_now();
   for (;;) {
     int done = 0, rc = rail_net_test(req, &done, size);
-    if (rc != 0) return rc;
-    if (done) return 0;
-    if (nt_now() - t0 > timeout_s) return -ETIME;
+    if (rc != 0)
+      return rc;
+    if (done)
+      return 0;
+    if (nt_now() - t0 > timeout_s)
+      return -ETIME;
   }
 }
 
@@ -206,24 +222,29 @@ static inline int nt_wait2(void *a, int *sa, int *ra, void *b, int *sb, int *rb,
         db = 1;
       }
     }
-    if (nt_now() - t0 > timeout_s) return -ETIME;
+    if (nt_now() - t0 > timeout_s)
+      return -ETIME;
   }
   return 0;
 }
 
 /* Posts a send until it is accepted (NULL = retry) or timeout. */
-static inline int nt_isend(void *sc, void *data, size_t size, int tag, void **req, double timeout_s) {
+static inline int nt_isend(void *sc, void *data, size_t size, int tag, void **req,
+                           double timeout_s) {
   double t0 = nt_now();
   for (;;) {
     int rc;
     *req = NULL;
     rc = rail_net_isend(sc, data, size, tag, NULL, req);
-    if (rc != 0 || *req != NULL) return rc;
-    if (nt_now() - t0 > timeout_s) return -ETIME;
+    if (rc != 0 || *req != NULL)
+      return rc;
+    if (nt_now() - t0 > timeout_s)
+      return -ETIME;
   }
 }
 
-static inline int nt_irecv(void *rc_, void *data, size_t size, int tag, void **req, double timeout_s) {
+static inline int nt_irecv(void *rc_, void *data, size_t size, int tag, void **req,
+                           double timeout_s) {
   double t0 = nt_now();
   for (;;) {
     int rc;
@@ -232,8 +253,10 @@ static inline int nt_irecv(void *rc_, void *data, size_t size, int tag, void **r
     int tags[1] = {tag};
     *req = NULL;
     rc = rail_net_irecv(rc_, 1, bufs, sizes, tags, NULL, req);
-    if (rc != 0 || *req != NULL) return rc;
-    if (nt_now() - t0 > timeout_s) return -ETIME;
+    if (rc != 0 || *req != NULL)
+      return rc;
+    if (nt_now() - t0 > timeout_s)
+      return -ETIME;
   }
 }
 
@@ -246,9 +269,12 @@ static inline int nt_roundtrip(struct nt_pair *p, size_t size, uint64_t msg, dou
   nt_fill(sb, size, msg);
   memset(rb, 0xee, size + 64);
   rc = nt_irecv(p->rc, rb, size + 64, 7, &rr, timeout_s);
-  if (rc == 0) rc = nt_isend(p->sc, sb, size, 7, &sr, timeout_s);
-  if (rc == 0) rc = nt_wait2(sr, &ssz, &e1, rr, &rsz, &e2, timeout_s);
-  if (rc == 0) rc = e1 ? e1 : e2;
+  if (rc == 0)
+    rc = nt_isend(p->sc, sb, size, 7, &sr, timeout_s);
+  if (rc == 0)
+    rc = nt_wait2(sr, &ssz, &e1, rr, &rsz, &e2, timeout_s);
+  if (rc == 0)
+    rc = e1 ? e1 : e2;
   if (rc == 0 && ((size_t)ssz != size || (size_t)rsz != size)) {
     fprintf(stderr, "nt_roundtrip: sizes %d/%d for %zu\n", ssz, rsz, size);
     rc = -EBADMSG;

@@ -1,9 +1,12 @@
 /* unit.net: interface selection, the device table, the handle, and the data
  * path over loopback (one rail, and two rails on 127.0.0.1 + 127.0.0.2). */
+#include <dirent.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include "net/handle.h"
+#include "net/setup.h"
 #include "net_util.h"
 #include "test.h"
 #include "topology/topo.h"
@@ -27,7 +30,7 @@ TEST(test_ifnames_match) {
   CHECK(rail_ifaces_match("=eth0,eth1", "eth1"));
   CHECK(!rail_ifaces_match("^=eth0", "eth0"));
   CHECK(rail_ifaces_match("^=eth0", "eth01"));
-  CHECK(rail_ifaces_match("eth0:1", "eth0"));  /* a :port suffix is ignored */
+  CHECK(rail_ifaces_match("eth0:1", "eth0")); /* a :port suffix is ignored */
   CHECK(rail_ifaces_match("=eth0:2", "eth0"));
   /* The NCCL pitfall: a prefix matches VLANs of the same stem. */
   CHECK(rail_ifaces_match("bond0.2973", "bond0.2973.1"));
@@ -98,7 +101,8 @@ TEST(test_discover_live) {
       CHECK_EQ_INT(l[i].addr.ss_family, AF_INET); /* IPv4 first; ::1 is never used */
     }
   }
-  if (!have_lo) TEST_SKIP("no lo interface up here");
+  if (!have_lo)
+    TEST_SKIP("no lo interface up here");
 }
 
 static void nt_write(const char *path, const char *text) {
@@ -125,7 +129,8 @@ TEST(test_sysfs_fake_tree) {
   char root[] = "/tmp/rail-sysfs-XXXXXX", p[PATH_MAX], q[PATH_MAX];
   struct rail_iface f;
 
-  if (mkdtemp(root) == NULL) TEST_SKIP("cannot create a temporary directory");
+  if (mkdtemp(root) == NULL)
+    TEST_SKIP("cannot create a temporary directory");
   /* A virtio NIC: the device link points below its PCI function. */
   snprintf(p, sizeof(p), "%s/sys/devices/pci0000:00/0000:00:03.0/virtio2", root);
   nt_mkdirs(p);
@@ -214,7 +219,8 @@ static struct rail_topo *nt_topo_two_groups(void) {
   t->groups[0].nics[0] = 0;
   t->groups[0].nics[1] = 1;
   t->groups[0].numa = 1;
-  snprintf(t->groups[0].pci_path, sizeof(t->groups[0].pci_path), "/sys/devices/pci0000:80/0000:80:01.0");
+  snprintf(t->groups[0].pci_path, sizeof(t->groups[0].pci_path),
+           "/sys/devices/pci0000:80/0000:80:01.0");
   t->groups[1].nnics = 1;
   t->groups[1].nics[0] = 2;
   t->groups[1].numa = 0;
@@ -278,7 +284,8 @@ TEST(test_common_pci) {
                                 "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0"};
   const char *ports[2] = {"/sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0",
                           "/sys/devices/pci0000:00/0000:00:01.0/0000:03:00.1"};
-  const char *roots[2] = {"/sys/devices/pci0000:00/0000:00:01.0", "/sys/devices/pci0000:80/0000:80:01.0"};
+  const char *roots[2] = {"/sys/devices/pci0000:00/0000:00:01.0",
+                          "/sys/devices/pci0000:80/0000:80:01.0"};
   const char *virt[2] = {"/sys/devices/pci0000:00/0000:00:01.0", ""};
 
   rail_devices_common_pci(same_switch, 2, out, sizeof(out));
@@ -305,8 +312,13 @@ TEST(test_handle_roundtrip) {
   h.version = RAIL_HANDLE_VERSION;
   h.nrails = 2;
   h.nonce = 0x0123456789abcdefull;
-  h.fp = (struct rail_topo_fp){.version = 1, .ngpus = 8, .ngroups = 4, .nics_per_group = 2,
-                               .group_mbps = 400000, .nic_mbps = 200000, .hash = 0xdeadbeef};
+  h.fp = (struct rail_topo_fp){.version = 1,
+                               .ngpus = 8,
+                               .ngroups = 4,
+                               .nics_per_group = 2,
+                               .group_mbps = 400000,
+                               .nic_mbps = 200000,
+                               .hash = 0xdeadbeef};
   h.rails[0] = a.addr;
   ((struct sockaddr_in *)&h.rails[0])->sin_port = htons(5000);
   in6->sin6_family = AF_INET6;
@@ -342,8 +354,13 @@ TEST(test_handle_roundtrip) {
 }
 
 TEST(test_hello_roundtrip) {
-  struct rail_hello h = {.kind = RAIL_HELLO_DATA, .rail = 1, .stream = 3, .nonce = 42, .conn_id = 77,
-                         .nrails = 2, .nstreams = 4},
+  struct rail_hello h = {.kind = RAIL_HELLO_DATA,
+                         .rail = 1,
+                         .stream = 3,
+                         .nonce = 42,
+                         .conn_id = 77,
+                         .nrails = 2,
+                         .nstreams = 4},
                     back;
   uint8_t buf[RAIL_HELLO_BYTES];
 
@@ -365,7 +382,8 @@ TEST(test_hello_roundtrip) {
 /* The fake routing table: 10.9.0.0/16 goes out through 10.0.0.1. */
 static int nt_route(const struct sockaddr_storage *peer, struct sockaddr_storage *src) {
   const uint8_t *p = (const uint8_t *)&((const struct sockaddr_in *)peer)->sin_addr;
-  if (peer->ss_family != AF_INET) return -ENETUNREACH;
+  if (peer->ss_family != AF_INET)
+    return -ENETUNREACH;
   if (p[0] == 10 && p[1] == 9) {
     struct rail_iface s = nt_lo_iface("10.0.0.1", 1);
     *src = s.addr;
@@ -434,7 +452,8 @@ static int nt_dev1 = -1, nt_dev2 = -1;
 
 static void nt_setup(void) {
   static int done;
-  if (done) return;
+  if (done)
+    return;
   done = 1;
   nt_log_start();
   nt_env("NCCL_RAIL_NSTREAMS", "2");
@@ -469,7 +488,8 @@ TEST(test_props) {
       struct rail_net_props a, b;
       rail_net_get_props(i, &a);
       rail_net_get_props(j, &b);
-      if (i != nt_dev1 && i != nt_dev2 && j != nt_dev1 && j != nt_dev2) CHECK(strcmp(a.name, b.name) != 0);
+      if (i != nt_dev1 && i != nt_dev2 && j != nt_dev1 && j != nt_dev2)
+        CHECK(strcmp(a.name, b.name) != 0);
     }
   /* A second init is refcounted: the table stays. */
   CHECK_EQ_INT(rail_net_init(), 0);
@@ -500,7 +520,8 @@ TEST(test_sizes) {
   CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     int rc = nt_roundtrip(&p, sizes[i], i, 30);
-    if (rc != 0) fprintf(stderr, "size %zu: %d\n", sizes[i], rc);
+    if (rc != 0)
+      fprintf(stderr, "size %zu: %d\n", sizes[i], rc);
     CHECK_EQ_INT(rc, 0);
   }
   srand(7);
@@ -538,7 +559,8 @@ TEST(test_in_flight) {
     CHECK_EQ_INT(rail_net_irecv(p.rc, 1, bufs, s1, t1, NULL, &extra), 0);
     CHECK(extra == NULL);
   }
-  for (int i = 0; i < N; i++) CHECK_EQ_INT(nt_isend(p.sc, sb[i], sz[i], i, &sr[i], 10), 0);
+  for (int i = 0; i < N; i++)
+    CHECK_EQ_INT(nt_isend(p.sc, sb[i], sz[i], i, &sr[i], 10), 0);
   t0 = nt_now();
   while (left > 0 && nt_now() - t0 < 60) {
     for (int i = 0; i < N; i++) {
@@ -556,7 +578,8 @@ TEST(test_in_flight) {
         CHECK_EQ_INT(rail_net_test(rr[i], &done, &size), 0);
         if (done) {
           CHECK_EQ_INT(size, (int)sz[i]);
-          if (nt_check(rb[i], sz[i], (uint64_t)i) >= 0) ok = 0;
+          if (nt_check(rb[i], sz[i], (uint64_t)i) >= 0)
+            ok = 0;
           rr[i] = NULL;
           left--;
         }
@@ -622,7 +645,8 @@ TEST(test_truncation) {
   nt_close(&p);
 }
 
-/* ---- two rails -------------------------------------------------------------------------------- */
+/* ---- two rails --------------------------------------------------------------------------------
+ */
 
 static int nt_stream_messages(struct nt_pair *p, int count, size_t size, int window) {
   uint8_t *sb = malloc(size), **rb = calloc((size_t)window, sizeof(*rb));
@@ -631,25 +655,31 @@ static int nt_stream_messages(struct nt_pair *p, int count, size_t size, int win
   double t0 = nt_now();
 
   nt_fill(sb, size, 3);
-  for (int i = 0; i < window; i++) rb[i] = malloc(size);
+  for (int i = 0; i < window; i++)
+    rb[i] = malloc(size);
   while (finished < count && rc == 0) {
     if (posted < count && posted - finished < window) {
       int w = posted % window;
       rc = nt_irecv(p->rc, rb[w], size, 0, &rr[w], 10);
-      if (rc == 0) rc = nt_isend(p->sc, sb, size, 0, &sr[w], 10);
+      if (rc == 0)
+        rc = nt_isend(p->sc, sb, size, 0, &sr[w], 10);
       posted++;
       continue;
     }
     {
       int w = finished % window, s1, s2, e1, e2;
       rc = nt_wait2(sr[w], &s1, &e1, rr[w], &s2, &e2, 60);
-      if (rc == 0) rc = e1 ? e1 : e2;
-      if (rc == 0 && nt_check(rb[w], size, 3) >= 0) rc = -EBADMSG;
+      if (rc == 0)
+        rc = e1 ? e1 : e2;
+      if (rc == 0 && nt_check(rb[w], size, 3) >= 0)
+        rc = -EBADMSG;
       finished++;
     }
-    if (nt_now() - t0 > 120) rc = -ETIME;
+    if (nt_now() - t0 > 120)
+      rc = -ETIME;
   }
-  for (int i = 0; i < window; i++) free(rb[i]);
+  for (int i = 0; i < window; i++)
+    free(rb[i]);
   free(rb);
   free(sb);
   free(sr);
@@ -689,6 +719,29 @@ TEST(test_two_rails_stripe) {
     nt_close(&p);
   }
   nt_env("NCCL_RAIL_ADAPT", NULL);
+}
+
+/* A rail rated far above what it does (both loopback rails move bytes at
+ * the same rate, one is rated 10x): with NCCL_RAIL_ADAPT=1 the other rail
+ * takes over queued chunks and the weights follow the measured split. */
+TEST(test_two_rails_adapt) {
+  int speeds[2] = {100000, 10000}, dev;
+  struct nt_pair p;
+  struct rail_net_stats ss;
+  double share, ratio;
+
+  nt_setup();
+  dev = nt_lo_device(2, speeds);
+  CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
+  CHECK_EQ_INT(nt_stream_messages(&p, 48, 4 << 20, 4), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.sc, &ss), 0);
+  share = (double)ss.rail_bytes[1] / (double)(ss.rail_bytes[0] + ss.rail_bytes[1]);
+  ratio = ss.rail_weight[0] / ss.rail_weight[1];
+  fprintf(stderr, "  rated 10:1, equal in fact: rail 1 carried %.1f%%, weights now %.1f:1\n",
+          100 * share, ratio);
+  CHECK(share > 0.2); /* by rating alone it would be 9% */
+  CHECK(ratio < 5);   /* from 10 */
+  nt_close(&p);
 }
 
 /* Messages below NCCL_RAIL_MIN_STRIPE_BYTES go whole on one rail, taking
@@ -740,13 +793,15 @@ TEST(test_close_states) {
   {
     void *rc_ = NULL;
     CHECK_EQ_INT(rail_net_accept(lc, &rc_), 0);
-    if (rc_ != NULL) rail_net_close_recv(rc_);
+    if (rc_ != NULL)
+      rail_net_close_recv(rc_);
   }
   CHECK_EQ_INT(rail_net_close_listen(lc), 0);
   t0 = nt_now();
   {
     int rc = 0;
-    while (sc == NULL && rc == 0 && nt_now() - t0 < 10) rc = rail_net_connect(nt_dev1, handle, -1, &sc);
+    while (sc == NULL && rc == 0 && nt_now() - t0 < 10)
+      rc = rail_net_connect(nt_dev1, handle, -1, &sc);
     if (sc != NULL) {
       /* It may have completed before the listener went: then it fails on use. */
       rail_net_close_send(sc);
@@ -797,8 +852,177 @@ TEST(test_close_states) {
   }
 }
 
+/* ---- IPv6, traffic class, thread placement -------------------------------------------------- */
+
+TEST(test_ipv6_and_traffic_class) {
+  struct rail_iface r6;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&r6.addr;
+  struct nt_pair p;
+  int dev = -1, probe;
+  double t0;
+
+  nt_setup();
+  /* A TCP connection with IP_TOS set, over IPv4. */
+  memset(&p, 0, sizeof(p));
+  CHECK_EQ_INT(rail_net_listen(nt_dev1, p.handle, &p.lc), 0);
+  t0 = nt_now();
+  while ((p.sc == NULL || p.rc == NULL) && nt_now() - t0 < 5) {
+    if (p.sc == NULL)
+      CHECK_EQ_INT(rail_net_connect(nt_dev1, p.handle, 0x28, &p.sc), 0);
+    if (p.rc == NULL)
+      CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
+  }
+  CHECK_EQ_INT(nt_roundtrip(&p, 100000, 4, 10), 0);
+  nt_close(&p);
+
+  /* A rail on ::1: the handle carries IPv6 addresses. */
+  probe = socket(AF_INET6, SOCK_STREAM, 0);
+  if (probe < 0)
+    TEST_SKIP("no IPv6 here");
+  memset(&r6, 0, sizeof(r6));
+  {
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int bound = bind(probe, (struct sockaddr *)&a, sizeof(a));
+    close(probe);
+    if (bound != 0)
+      TEST_SKIP("no IPv6 loopback here");
+  }
+  snprintf(r6.name, sizeof(r6.name), "lo");
+  in6->sin6_family = AF_INET6;
+  in6->sin6_addr = in6addr_loopback;
+  r6.prefix_len = 128;
+  r6.speed_mbps = 100000;
+  r6.numa = r6.numa_os = -1;
+  r6.tier = RAIL_IFACE_TIER_LOOP;
+  CHECK_EQ_INT(rail_net_add_device(&r6, 1, &dev), 0);
+  CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
+  CHECK_EQ_INT(nt_roundtrip(&p, 10, 1, 10), 0);
+  CHECK_EQ_INT(nt_roundtrip(&p, 5 << 20, 2, 10), 0);
+  nt_close(&p);
+}
+
+/* Cpus_allowed_list of our thread named `name`, "" if there is none. */
+static void nt_thread_cpus(const char *name, char *out, size_t len) {
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+
+  out[0] = '\0';
+  while (d != NULL && (e = readdir(d)) != NULL) {
+    char path[300], line[256];
+    FILE *f;
+    int match = 0;
+
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    match = fgets(line, sizeof(line), f) != NULL && strncmp(line, name, strlen(name)) == 0;
+    fclose(f);
+    if (!match)
+      continue;
+    snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    while (fgets(line, sizeof(line), f) != NULL)
+      if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+        char *v = line + 18;
+        while (*v == ' ' || *v == '\t')
+          v++;
+        v[strcspn(v, "\n")] = '\0';
+        if (strlen(v) < len)
+          memcpy(out, v, strlen(v) + 1);
+      }
+    fclose(f);
+  }
+  if (d != NULL)
+    closedir(d);
+}
+
+/* Data threads run on the CPUs of their rail's NUMA node. Needs a model with
+ * a node that is a strict part of the machine: ctest runs it as
+ * unit.net.pinning with NCCL_RAIL_TOPO_FILE=two-numa.xml (node 1 = CPU 1). */
+TEST(test_pinning) {
+  const char *file = getenv("NCCL_RAIL_TOPO_FILE");
+  struct rail_iface r;
+  struct nt_pair p;
+  char tx[64], rx[64];
+  int dev = -1;
+
+  if (file == NULL || strstr(file, "two-numa.xml") == NULL)
+    TEST_SKIP("needs NCCL_RAIL_TOPO_FILE=tests/unit/net/two-numa.xml (ctest unit.net.pinning)");
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+    TEST_SKIP("needs two CPUs");
+  nt_setup();
+  r = nt_lo_iface("127.0.0.1", 100000);
+  r.numa = 1;
+  CHECK_EQ_INT(rail_net_add_device(&r, 1, &dev), 0);
+  CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
+  nt_thread_cpus("rail-tx0.0", tx, sizeof(tx));
+  nt_thread_cpus("rail-rx0.0", rx, sizeof(rx));
+  CHECK_EQ_STR(tx, "1");
+  CHECK_EQ_STR(rx, "1");
+  CHECK_EQ_INT(nt_roundtrip(&p, 1 << 20, 1, 10), 0);
+  nt_close(&p);
+
+  nt_env("NCCL_RAIL_PIN_THREADS", "0");
+  CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
+  nt_thread_cpus("rail-tx0.0", tx, sizeof(tx));
+  CHECK(tx[0] != '\0' && strcmp(tx, "1") != 0);
+  nt_close(&p);
+  nt_env("NCCL_RAIL_PIN_THREADS", NULL);
+}
+
+TEST(test_nstreams) {
+  int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), k;
+
+  nt_env("NCCL_RAIL_NSTREAMS", "3");
+  CHECK_EQ_INT(rail_setup_nstreams(10000, 1), 3);
+  CHECK_EQ_INT(rail_setup_nstreams(400000, 4), 3);
+  nt_env("NCCL_RAIL_NSTREAMS", "0");
+  /* One per 20 Gbps, 2..8, but at most half the CPUs over the rails. */
+  k = rail_setup_nstreams(100000, 1);
+  CHECK(k >= 1 && k <= 8);
+  CHECK(k <= (ncpu / 2 > 0 ? ncpu / 2 : 1));
+  if (ncpu >= 16) {
+    CHECK_EQ_INT(rail_setup_nstreams(100000, 1), 5);
+    CHECK_EQ_INT(rail_setup_nstreams(10000, 1), 2);
+    CHECK_EQ_INT(rail_setup_nstreams(400000, 1), 8);
+  }
+  CHECK(rail_setup_nstreams(400000, 4) <= k);
+  nt_env("NCCL_RAIL_NSTREAMS", "2");
+}
+
+/* With NCCL_RAIL_FUSE=0 the physical interfaces are the devices and NCCL may
+ * fuse them; with FUSE=1 it may not. Rebuilds the process table: last. */
+TEST(test_make_vdevice) {
+  int n = 0, dev = -1, members[1] = {0}, bad[1] = {99};
+  struct rail_net_props p;
+
+  nt_setup();
+  CHECK_EQ_INT(rail_net_make_vdevice(members, 1, &dev), -EPERM);
+  rail_net_fini(); /* the refcount drops to 0: the table goes */
+  nt_env("NCCL_RAIL_FUSE", "0");
+  CHECK_EQ_INT(rail_net_init(), 0);
+  CHECK_EQ_INT(rail_net_devices(&n), 0);
+  if (n == 0) {
+    nt_env("NCCL_RAIL_FUSE", NULL);
+    TEST_SKIP("no usable interface here");
+  }
+  CHECK_EQ_INT(rail_net_make_vdevice(members, 1, &dev), 0);
+  CHECK_EQ_INT(dev, n);
+  CHECK_EQ_INT(rail_net_devices(&n), 0);
+  CHECK_EQ_INT(n, dev + 1);
+  CHECK_EQ_INT(rail_net_get_props(dev, &p), 0);
+  CHECK_EQ_INT(p.ndevs, 1);
+  CHECK_EQ_INT(p.devs[0], 0);
+  CHECK_EQ_INT(rail_net_make_vdevice(bad, 1, &dev), -EINVAL);
+  nt_env("NCCL_RAIL_FUSE", NULL);
+}
+
 RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live, test_sysfs_fake_tree,
                test_addr_helpers, test_devices_fused, test_common_pci, test_handle_roundtrip,
                test_hello_roundtrip, test_rail_matching, test_props, test_reg_mr, test_sizes,
                test_in_flight, test_irecv_n, test_truncation, test_two_rails_stripe,
-               test_two_rails_small, test_close_states)
+               test_two_rails_adapt, test_two_rails_small, test_close_states,
+               test_ipv6_and_traffic_class, test_pinning, test_nstreams, test_make_vdevice)

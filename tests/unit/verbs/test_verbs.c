@@ -4,6 +4,7 @@
  * the soft-RoCE VM (tests/rig/rxe). */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "net/verbs_api.h"
 #include "net/verbs_dev.h"
+#include "net/verbs_gdr.h"
 #include "net/verbs_wire.h"
 #include "plugin/log.h"
 #include "plugin/param.h"
@@ -225,8 +227,10 @@ static struct rail_verbs_gid row(int index, const char *addr, int type, const ch
 
 TEST(gid_prefers_roce_v2_ipv4_mapped) {
   struct rail_verbs_gid t[] = {
-      row(0, "fe80::1", RAIL_GID_IB_ROCE_V1, "eth0"), row(1, "fe80::1", RAIL_GID_ROCE_V2, "eth0"),
-      row(2, "10.0.0.1", RAIL_GID_IB_ROCE_V1, "eth0"), row(3, "10.0.0.1", RAIL_GID_ROCE_V2, "eth0"),
+      row(0, "fe80::1", RAIL_GID_IB_ROCE_V1, "eth0"),
+      row(1, "fe80::1", RAIL_GID_ROCE_V2, "eth0"),
+      row(2, "10.0.0.1", RAIL_GID_IB_ROCE_V1, "eth0"),
+      row(3, "10.0.0.1", RAIL_GID_ROCE_V2, "eth0"),
   };
   char why[96];
   int idx = -1;
@@ -412,7 +416,8 @@ TEST(host_without_rdma_reports_no_devices_and_sockets_are_used) {
     DIR *d = opendir("/sys/class/infiniband");
     struct dirent *e;
     int any = 0;
-    while (d != NULL && (e = readdir(d)) != NULL) any |= e->d_name[0] != '.';
+    while (d != NULL && (e = readdir(d)) != NULL)
+      any |= e->d_name[0] != '.';
     if (d != NULL) closedir(d);
     if (any) TEST_SKIP("this host has RDMA devices (the VM rig covers that case)");
   }
@@ -470,6 +475,20 @@ TEST(split_by_speed_keeps_small_whole_and_cuts_large_by_speed) {
   CHECK_EQ_INT(parts[0] + parts[1] + parts[2], 0);
 }
 
+TEST(gpu_registration_is_not_advertised_without_cuda) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+  if (cuda != NULL) {
+    dlclose(cuda);
+    TEST_SKIP("libcuda.so.1 present: the probe needs an RDMA device (GPU machine with a NIC)");
+  }
+  capture_start();
+  /* Without the driver the probe stops before touching the PD. */
+  CHECK_EQ_INT(rail_verbs_gdr_probe(NULL, NULL, "mlx5_0:1"), 0);
+  capture_stop();
+  CHECK(strstr(logbuf, "mlx5_0:1: GPU memory not registrable (libcuda.so.1 not loadable)") != NULL);
+}
+
 RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                library_without_verbs_symbols_is_refused,
                real_library_resolves_every_required_symbol, gid_prefers_roce_v2_ipv4_mapped,
@@ -481,4 +500,5 @@ RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                discover_keeps_only_ports_verbs_confirms,
                host_without_rdma_reports_no_devices_and_sockets_are_used,
                transport_choice_follows_ports_and_override,
-               split_by_speed_keeps_small_whole_and_cuts_large_by_speed)
+               split_by_speed_keeps_small_whole_and_cuts_large_by_speed,
+               gpu_registration_is_not_advertised_without_cuda)
