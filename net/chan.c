@@ -273,7 +273,7 @@ void rail_chan_move(struct rail_comm *c) {
 
 void rail_chan_failed(struct rail_comm *c, int rail, int rc) {
   struct rail_stream *s = &c->rails[rail].ctl;
-  char why[128];
+  char why[320]; /* room for the rail description (desc) and the reason */
 
   if (s->dead)
     return;

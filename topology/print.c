@@ -187,7 +187,7 @@ void rail_topo_print_text(const struct rail_topo *topo, FILE *out) {
     }
     for (int n = 0; n < topo->nnics; n++) {
       const struct rail_topo_nic *nic = &topo->nics[n];
-      char id[8], numa[16];
+      char id[16], numa[16];
       snprintf(id, sizeof(id), "NIC%d", n);
       nic_label(nic, buf, sizeof(buf));
       numa_str(topo, nic->numa, numa, sizeof(numa));

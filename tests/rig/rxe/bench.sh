@@ -44,11 +44,15 @@ report() { echo "$*" | tee -a "$out"; }
 # (RoCE v2 IPv4, as perftest needs to be told); prints average MB/s.
 perftest() { # size qps iters
 	local srv=/tmp/ib_write_bw.srv
-	ib_write_bw -d rxe1 -x 1 -F -s "$1" -q "$2" -n "$3" > "$srv" 2>&1 &
+	# Bounded on both ends: a client that loses the handshake leaves the
+	# server waiting for it for ever.
+	timeout 200 ib_write_bw -d rxe1 -x 1 -F -s "$1" -q "$2" -n "$3" > "$srv" 2>&1 &
 	local spid=$!
 	sleep 2 # the server needs a head start; TCG is slow to start processes
-	timeout 120 ib_write_bw -d rxe0 -x 1 -F -s "$1" -q "$2" -n "$3" 192.168.81.2 2>&1 |
+	timeout 150 ib_write_bw -d rxe0 -x 1 -F -s "$1" -q "$2" -n "$3" 192.168.81.2 2>&1 |
 		awk -v s="$1" '$1 == s && NF >= 4 { print $4 }'
+	for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$spid" 2>/dev/null || break; sleep 1; done
+	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 }
 
@@ -63,7 +67,7 @@ report "# kernel $(uname -r), $(nproc) vCPU, $(ib_write_bw --version 2>&1 | head
 report "size_bytes qps run ib_write_bw nccl_rail ratio"
 for q in $qps_list; do
 	for s in $sizes; do
-		iters=$(( total / s )); [ "$iters" -lt 20 ] && iters=20
+		iters=$(( total / s )); [ "$iters" -lt 8 ] && iters=8
 		sum_p=0; sum_o=0; ratios=""
 		for r in $(seq 1 "$reps"); do
 			p=$(perftest "$s" "$q" "$iters"); o=$(ours "$s" "$q" "$iters")

@@ -570,7 +570,7 @@ static int run_transport(int is_sender, int fd, const char *devs) {
        tok = strtok_r(NULL, ",", &save)) {
     for (int i = 0; i < nports; i++)
       if (strcmp(ports[i].dev, tok) == 0)
-        snprintf(links[nl].ifname, sizeof(links[nl].ifname), "%s", ports[i].netdev);
+        snprintf(links[nl].ifname, sizeof(links[nl].ifname), "%.15s", ports[i].netdev);
     ifnames[nl] = links[nl].ifname;
     links[nl].ctl_fd = -1;
     nl++;
