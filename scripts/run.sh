@@ -12,5 +12,5 @@ echo; echo "== nccl-rail topo: this machine's GPUs, NICs, NUMA nodes and rails"
 "$build"/nccl-rail topo
 echo; echo "== nccl-rail bench --quick: two processes through the plugin (loopback)"
 NCCL_RAIL_IFNAMES=${NCCL_RAIL_IFNAMES:-lo} "$build"/nccl-rail bench --quick
-echo; echo "== nccl-rail plan: the tuner's choices for this machine"
-"$build"/nccl-rail plan
+echo; echo "== nccl-rail plan: the tuner's choices for a job of two nodes like this one"
+"$build"/nccl-rail plan --nodes 2 --collective allreduce
