@@ -241,18 +241,12 @@ void rail_chan_flush_wait(struct rail_comm *c, int timeout_ms) {
   }
 }
 
-void rail_chan_move(struct rail_comm *c) {
-  struct rail_chan *ch = &c->chan;
+/* Points the channel at rail `to` in a new epoch: the first bytes there are
+ * a RESYNC naming the offset our replay starts from, then every record the
+ * peer has not acknowledged; the peer's first bytes there are its RESYNC. */
+static void rail_chan_switch(struct rail_chan *ch, int to) {
   struct rail_rec resync = {.type = RAIL_REC_RESYNC};
-  int from = ch->cur, to = -1;
 
-  for (int r = 0; r < c->nrails && to < 0; r++)
-    if (!c->rails[r].down && !c->rails[r].ctl.dead)
-      to = r;
-  if (to < 0) {
-    rail_engine_fail(c, -ENETDOWN, "no rail left to carry the control channel");
-    return;
-  }
   ch->cur = to;
   ch->epoch++;
   resync.seq = ch->epoch;
@@ -266,6 +260,20 @@ void rail_chan_move(struct rail_comm *c) {
   ch->stage_len = ch->stage_off = 0;
   ch->skip = 0;
   ch->expect_resync = 1;
+}
+
+void rail_chan_move(struct rail_comm *c) {
+  struct rail_chan *ch = &c->chan;
+  int from = ch->cur, to = -1;
+
+  for (int r = 0; r < c->nrails && to < 0; r++)
+    if (!c->rails[r].down && !c->rails[r].ctl.dead)
+      to = r;
+  if (to < 0) {
+    rail_engine_fail(c, -ENETDOWN, "no rail left to carry the control channel");
+    return;
+  }
+  rail_chan_switch(ch, to);
   RAIL_INFO(RAIL_SUBSYS_NET, "connection with %s: control channel moves from rail %s to rail %s",
             c->peer, c->rails[from].desc, c->rails[to].desc);
   rail_chan_flush(c);
@@ -298,24 +306,11 @@ void rail_chan_failed(struct rail_comm *c, int rail, int rc) {
  * Follow it, and replay our own side there too. */
 static void rail_chan_adopt(struct rail_comm *c, int r) {
   struct rail_chan *ch = &c->chan;
-  struct rail_rec resync = {.type = RAIL_REC_RESYNC};
   int from = ch->cur;
 
   /* Abandoned, not closed: closing would look like the peer leaving. */
   c->rails[from].ctl.dead = 1;
-  ch->cur = r;
-  ch->epoch++;
-  resync.seq = ch->epoch;
-  resync.arg = ch->tail;
-  resync.ack = ch->consumed;
-  ch->ack_sent = ch->consumed;
-  rail_rec_pack(&resync, ch->pre);
-  ch->pre_len = RAIL_REC_BYTES;
-  ch->pre_off = 0;
-  ch->sent = ch->tail;
-  ch->stage_len = ch->stage_off = 0;
-  ch->skip = 0;
-  ch->expect_resync = 1;
+  rail_chan_switch(ch, r);
   RAIL_INFO(RAIL_SUBSYS_NET,
             "connection with %s: peer moved the control channel from rail %s to %s", c->peer,
             c->rails[from].desc, c->rails[r].desc);
