@@ -20,6 +20,7 @@
 #include "net/net.h"
 #include "plugin/log.h"
 #include "plugin/param.h"
+#include "test.h"
 
 static inline double nt_now(void) {
   struct timespec ts;
@@ -286,6 +287,23 @@ static inline int nt_roundtrip(struct nt_pair *p, size_t size, uint64_t msg, dou
   free(sb);
   free(rb);
   return rc;
+}
+
+/* The two loopback devices (one rail, two rails) the data-path tests of
+ * unit.net and unit.net_faults share, made once per process. */
+static int nt_dev1 __attribute__((unused)) = -1, nt_dev2 __attribute__((unused)) = -1;
+
+static inline void nt_setup(void) {
+  static int done;
+  if (done)
+    return;
+  done = 1;
+  nt_log_start();
+  nt_env("NCCL_RAIL_NSTREAMS", "2");
+  CHECK_EQ_INT(rail_net_init(), 0);
+  nt_dev1 = nt_lo_device(1, NULL);
+  nt_dev2 = nt_lo_device(2, NULL);
+  CHECK(nt_dev1 >= 0 && nt_dev2 >= 0);
 }
 
 #endif

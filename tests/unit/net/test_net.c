@@ -448,21 +448,6 @@ TEST(test_rail_matching) {
 
 /* ---- the process table and properties ---------------------------------------------------- */
 
-static int nt_dev1 = -1, nt_dev2 = -1;
-
-static void nt_setup(void) {
-  static int done;
-  if (done)
-    return;
-  done = 1;
-  nt_log_start();
-  nt_env("NCCL_RAIL_NSTREAMS", "2");
-  CHECK_EQ_INT(rail_net_init(), 0);
-  nt_dev1 = nt_lo_device(1, NULL);
-  nt_dev2 = nt_lo_device(2, NULL);
-  CHECK(nt_dev1 >= 0 && nt_dev2 >= 0);
-}
-
 TEST(test_props) {
   struct rail_net_props p;
   int n = 0;

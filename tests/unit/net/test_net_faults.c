@@ -11,21 +11,6 @@
 #include "net_util.h"
 #include "test.h"
 
-static int nt_dev1 = -1, nt_dev2 = -1;
-
-static void nt_setup(void) {
-  static int done;
-  if (done)
-    return;
-  done = 1;
-  nt_log_start();
-  nt_env("NCCL_RAIL_NSTREAMS", "2");
-  CHECK_EQ_INT(rail_net_init(), 0);
-  nt_dev1 = nt_lo_device(1, NULL);
-  nt_dev2 = nt_lo_device(2, NULL);
-  CHECK(nt_dev1 >= 0 && nt_dev2 >= 0);
-}
-
 /* A plain TCP client to the handle's first rail. */
 static int nt_raw_client(const char *handle) {
   struct rail_handle h;
