@@ -1,6 +1,8 @@
 #include "plugin/param.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,22 +67,65 @@ struct rail_param_val {
 static struct rail_param_val rail_param_vals[RAIL_PARAM_COUNT];
 static pthread_once_t rail_param_once = PTHREAD_ONCE_INIT;
 
-static int rail_param_parse_int(const char *s, long long *out) {
+int rail_param_parse_size(const char *s, uint64_t *out) {
   char *end;
-  long long v;
+  unsigned long long v;
+  int shift = 0;
 
+  /* strtoull alone would take blanks, a sign (wrapping "-1" to 2^64-1) and
+   * octal; the first character must be a digit to rule all of them out. */
+  if (s == NULL || !isdigit((unsigned char)s[0]))
+    return -EINVAL;
   errno = 0;
-  v = strtoll(s, &end, 0);
-  if (errno != 0 || end == s) return -EINVAL;
-  /* Accept the K/M/G suffixes users write for sizes. */
-  switch (*end) {
-  case 'k': case 'K': v <<= 10; end++; break;
-  case 'm': case 'M': v <<= 20; end++; break;
-  case 'g': case 'G': v <<= 30; end++; break;
+  if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && isxdigit((unsigned char)s[2])) {
+    v = strtoull(s + 2, &end, 16);
+    if (errno == ERANGE)
+      return -ERANGE;
+    if (*end != '\0')
+      return -EINVAL;
+    *out = v;
+    return 0;
+  }
+  v = strtoull(s, &end, 10);
+  if (errno == ERANGE)
+    return -ERANGE;
+  switch (toupper((unsigned char)*end)) {
+  case 'K': shift = 10; break;
+  case 'M': shift = 20; break;
+  case 'G': shift = 30; break;
+  case 'T': shift = 40; break;
   default: break;
   }
-  if (*end != '\0') return -EINVAL;
-  *out = v;
+  if (shift != 0) {
+    end++;
+    /* "iB" only after a multiplier: "4iB" is a typo, not 4 bytes. */
+    if ((end[0] == 'i' || end[0] == 'I') && (end[1] == 'b' || end[1] == 'B'))
+      end++;
+  }
+  if (*end == 'b' || *end == 'B')
+    end++;
+  if (*end != '\0')
+    return -EINVAL;
+  if (v > (UINT64_MAX >> shift))
+    return -ERANGE;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+/* Integer tunables take the size syntax, since most of them are byte counts;
+ * a leading '-' is kept for those where -1 means "automatic"
+ * (NCCL_RAIL_GID_INDEX). The table's [min, max] does the rest. */
+static int rail_param_parse_int(const char *s, long long *out) {
+  int neg = s[0] == '-';
+  uint64_t v;
+  int rc;
+
+  rc = rail_param_parse_size(s + neg, &v);
+  if (rc != 0)
+    return rc;
+  if (v > (uint64_t)LLONG_MAX)
+    return -ERANGE;
+  *out = neg ? -(long long)v : (long long)v;
   return 0;
 }
 
@@ -90,6 +135,7 @@ static void rail_param_load(void) {
     const char *env = getenv(d->name);
     struct rail_param_val *v = &rail_param_vals[p];
     long long parsed;
+    int rc;
 
     v->from_env = 0;
     v->s = d->def;
@@ -101,9 +147,16 @@ static void rail_param_load(void) {
       v->from_env = 1;
       continue;
     }
-    if (rail_param_parse_int(env, &parsed) != 0 || parsed < d->min || parsed > d->max) {
-      RAIL_WARN("%s=\"%s\" is not an integer in [%lld, %lld]; using the default %s", d->name, env,
-                d->min, d->max, d->def);
+    rc = rail_param_parse_int(env, &parsed);
+    if (rc == -EINVAL) {
+      RAIL_WARN("%s=\"%s\" is not a number (digits or 0x hex, optionally K, M, G or T with B or "
+                "iB, e.g. 64K or 4MiB); using the default %s",
+                d->name, env, d->def);
+      continue;
+    }
+    if (rc != 0 || parsed < d->min || parsed > d->max) {
+      RAIL_WARN("%s=\"%s\" is outside [%lld, %lld]; using the default %s", d->name, env, d->min,
+                d->max, d->def);
       continue;
     }
     v->i = parsed;

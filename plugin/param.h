@@ -6,6 +6,7 @@
 #ifndef RAIL_PARAM_H
 #define RAIL_PARAM_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 enum rail_param {
@@ -36,5 +37,20 @@ const char *rail_param_str(enum rail_param p);
 void rail_param_reload(void);
 /* Prints every tunable with its current value, default and help. */
 void rail_param_print(FILE *out);
+
+/* A byte size as users write it, the one syntax shared by the integer
+ * NCCL_RAIL_* variables, the tuner's rule byte ranges and nccl-rail bench's
+ * --min-bytes/--max-bytes:
+ *   - decimal digits ("4096"; a leading 0 is still decimal, not octal), or
+ *     "0x" and hex digits with no suffix (B is a hex digit, so "0x1B" could
+ *     only be misread);
+ *   - then optionally K, M, G or T in either case, powers of 1024;
+ *   - then optionally "B" or "iB" in either case. "KB" means 1024 here, as in
+ *     nccl-tests' output, not 1000: 64K, 64KB, 64KiB and 64kib are all 65536.
+ *     "B" alone after the digits ("512B") is plain bytes.
+ * No sign, no blanks, nothing after. Returns 0 and sets *out (written only on
+ * success); -EINVAL for anything else (NULL, "", "-1", "4X", "4 K", "4Ki",
+ * "4iB"); -ERANGE when the value does not fit in 64 bits. Pure; thread-safe. */
+int rail_param_parse_size(const char *s, uint64_t *out);
 
 #endif

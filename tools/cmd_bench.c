@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "plugin/abi/nccl_net.h"
+#include "plugin/param.h"
 #include "tools/cli.h"
 #include "tools/netdrive.h"
 
@@ -136,26 +137,6 @@ static void bench_usage(FILE *out) {
           "  --connect X          be rank 1: X is HOST:PORT or a handle file (waited for)\n");
 }
 
-static int bench_parse_size(const char *s, uint64_t *out) {
-  char *end;
-  unsigned long long v;
-
-  errno = 0;
-  v = strtoull(s, &end, 0);
-  if (errno != 0 || end == s) return -EINVAL;
-  switch (*end) {
-  case 'k': case 'K': v <<= 10; end++; break;
-  case 'm': case 'M': v <<= 20; end++; break;
-  case 'g': case 'G': v <<= 30; end++; break;
-  default: break;
-  }
-  if (*end == 'i') end++;
-  if (*end == 'B') end++;
-  if (*end != '\0') return -EINVAL;
-  *out = v;
-  return 0;
-}
-
 static int bench_parse(int argc, char **argv, struct bench_opts *o) {
   memset(o, 0, sizeof(*o));
   o->min_bytes = 4u << 10;
@@ -169,6 +150,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    const char *why = ""; /* said only where the parser knows more than "bad" */
     int used = 1, rc = 0;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       bench_usage(stdout);
@@ -189,10 +171,11 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o) {
       o->twoway = 0, used = 0;
     } else if (v == NULL) {
       rc = -EINVAL;
-    } else if (strcmp(a, "--min-bytes") == 0) {
-      rc = bench_parse_size(v, &o->min_bytes);
-    } else if (strcmp(a, "--max-bytes") == 0) {
-      rc = bench_parse_size(v, &o->max_bytes);
+    } else if (strcmp(a, "--min-bytes") == 0 || strcmp(a, "--max-bytes") == 0) {
+      rc = rail_param_parse_size(v, strcmp(a, "--min-bytes") == 0 ? &o->min_bytes : &o->max_bytes);
+      why = rc == -ERANGE ? ": too large for 64 bits"
+                          : ": not a size (digits or 0x hex, optionally K, M, G or T with B or iB, "
+                            "e.g. 64K or 4MiB)";
     } else if (strcmp(a, "--seconds") == 0) {
       o->seconds = atof(v);
       if (o->seconds <= 0 || o->seconds > 600) rc = -EINVAL;
@@ -220,7 +203,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o) {
       rc = -EINVAL;
     }
     if (rc != 0) {
-      fprintf(stderr, "nccl-rail bench: bad option '%s'%s%s\n", a, v ? " " : "", v ? v : "");
+      fprintf(stderr, "nccl-rail bench: bad option '%s'%s%s%s\n", a, v ? " " : "", v ? v : "", why);
       bench_usage(stderr);
       return -EINVAL;
     }

@@ -1,10 +1,9 @@
 /* nccl-rail doctor: pre-flight checks a user would otherwise do by hand
  * before a job: link state and speed of every NIC, MTU agreement inside a
- * rail, rails sharing one subnet without the ARP/rp_filter settings that
- * keep traffic on its own NIC, NUMA placement, and NCCL variables that are
- * no longer needed or that switch the tuner off. */
+ * rail, interfaces the plugin will use that share one subnet without the
+ * ARP/rp_filter settings that keep traffic on its own NIC, NUMA placement,
+ * and NCCL variables that are no longer needed or that switch the tuner off. */
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -12,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/ifaces.h"
 #include "plugin/param.h"
 #include "tools/cli.h"
 #include "topology/topo.h"
@@ -121,36 +121,89 @@ static void rail_doctor_nics(struct rail_doctor *d, const struct rail_topo *t) {
   }
 }
 
-/* Two NICs with addresses in one IPv4 subnet: without arp_ignore=1/
- * arp_announce=2 and loose rp_filter, Linux answers ARP for both addresses
- * on whichever NIC it likes and all traffic ends up on one rail. */
-static void rail_doctor_subnets(struct rail_doctor *d) {
-  struct ifaddrs *ifa_list, *a, *b;
-  int shared = 0;
+/* "eth0 192.0.2.2/24", "eth1 fd00::2/64": an interface as the subnet check
+ * names it. */
+static const char *rail_doctor_iface_str(const struct rail_iface *ifc, char *buf, size_t len) {
+  char addr[INET6_ADDRSTRLEN] = "?";
+  const void *raw = ifc->addr.ss_family == AF_INET
+                        ? (const void *)&((const struct sockaddr_in *)&ifc->addr)->sin_addr
+                        : (const void *)&((const struct sockaddr_in6 *)&ifc->addr)->sin6_addr;
 
-  if (getifaddrs(&ifa_list) != 0) return;
-  for (a = ifa_list; a != NULL; a = a->ifa_next) {
-    if (a->ifa_addr == NULL || a->ifa_addr->sa_family != AF_INET || (a->ifa_flags & IFF_LOOPBACK)) continue;
-    for (b = a->ifa_next; b != NULL; b = b->ifa_next) {
-      uint32_t ma, aa, ba;
-      if (b->ifa_addr == NULL || b->ifa_addr->sa_family != AF_INET || (b->ifa_flags & IFF_LOOPBACK)) continue;
-      if (strcmp(a->ifa_name, b->ifa_name) == 0 || a->ifa_netmask == NULL) continue;
-      ma = ((struct sockaddr_in *)a->ifa_netmask)->sin_addr.s_addr;
-      aa = ((struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr;
-      ba = ((struct sockaddr_in *)b->ifa_addr)->sin_addr.s_addr;
-      if ((aa & ma) != (ba & ma)) continue;
-      shared = 1;
+  inet_ntop(ifc->addr.ss_family, raw, addr, sizeof(addr));
+  snprintf(buf, len, "%s %s/%d", ifc->name, addr, ifc->prefix_len);
+  return buf;
+}
+
+/* Two interfaces with addresses in one subnet: Linux routes every packet to
+ * that subnet out of one of them, and without arp_ignore=1/arp_announce=2
+ * and loose rp_filter it answers ARP for both addresses on whichever NIC it
+ * likes, so all traffic ends up on one rail. The check looks at exactly the
+ * interfaces and addresses the plugin will use (the same discovery and
+ * NCCL_RAIL_IFNAMES selection as net/rail_net.c), IPv6 included. */
+static void rail_doctor_subnets(struct rail_doctor *d) {
+  const char *spec = rail_param_str(RAIL_PARAM_IFNAMES);
+  struct rail_iface *ifs;
+  char used[512] = "", sa[IF_NAMESIZE + INET6_ADDRSTRLEN + 8], sb[sizeof(sa)];
+  size_t off = 0;
+  int n = 0, shared = 0, rc;
+
+  ifs = calloc(RAIL_IFACES_MAX, sizeof(*ifs));
+  if (ifs == NULL) {
+    rail_doctor_say(d, 1, "subnet", "out of memory; subnets not checked");
+    return;
+  }
+  rc = rail_ifaces_discover(ifs, RAIL_IFACES_MAX, &n);
+  if (rc != 0) {
+    rail_doctor_say(d, 1, "subnet", "cannot list interfaces: %s; subnets not checked", strerror(-rc));
+    goto free_ifs;
+  }
+  n = rail_ifaces_select(ifs, n, spec);
+  if (n == 0) {
+    if (spec[0] != '\0')
+      rail_doctor_say(d, 1, "subnet", "NCCL_RAIL_IFNAMES=%s matches no interface that is up with an "
+                      "address: the plugin will have no devices", spec);
+    else
+      rail_doctor_say(d, 1, "subnet", "no interface is up with an address: the plugin will have no devices");
+    goto free_ifs;
+  }
+  for (int i = 0; i < n; i++) {
+    if (off < sizeof(used))
+      off += (size_t)snprintf(used + off, sizeof(used) - off, "%s%s", i ? ", " : "",
+                              rail_doctor_iface_str(&ifs[i], sa, sizeof(sa)));
+    for (int j = i + 1; j < n; j++) {
+      const struct rail_iface *a = &ifs[i], *b = &ifs[j];
       long arp_ignore = 0;
+
+      if (!rail_ifaces_same_subnet(&a->addr, a->prefix_len, &b->addr))
+        continue;
+      /* Every NIC has fe80::/64; link-local traffic is sent by scope id, so
+       * it cannot drift onto another NIC. */
+      if (a->addr.ss_family == AF_INET6 &&
+          IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)&a->addr)->sin6_addr))
+        continue;
+      shared = 1;
+      rail_doctor_iface_str(a, sa, sizeof(sa));
+      rail_doctor_iface_str(b, sb, sizeof(sb));
+      if (a->addr.ss_family == AF_INET6) {
+        /* arp_ignore has no IPv6 counterpart that splits the traffic. */
+        rail_doctor_say(d, 1, "subnet", "%s and %s share a subnet: put each rail on its own subnet, "
+                        "or add a source routing rule per NIC, so each NIC carries its own traffic",
+                        sa, sb);
+        continue;
+      }
       rail_doctor_read_int("/proc/sys/net/ipv4/conf/all/arp_ignore", &arp_ignore);
       rail_doctor_say(d, arp_ignore >= 1 ? 0 : 1, "subnet",
-                      "%s and %s share a subnet%s", a->ifa_name, b->ifa_name,
+                      "%s and %s share a subnet%s", sa, sb,
                       arp_ignore >= 1 ? " (arp_ignore set)"
                                       : ": set net.ipv4.conf.all.arp_ignore=1 and arp_announce=2, "
                                         "or put each rail on its own subnet, so each NIC carries its own traffic");
     }
   }
-  if (!shared) rail_doctor_say(d, 0, "subnet", "every NIC is on its own subnet");
-  freeifaddrs(ifa_list);
+  if (!shared)
+    rail_doctor_say(d, 0, "subnet", "%s: %s", n == 1 ? "one interface in use" : "every interface in use is on its own subnet",
+                    used);
+free_ifs:
+  free(ifs);
 }
 
 static void rail_doctor_rails(struct rail_doctor *d, const struct rail_topo *t) {

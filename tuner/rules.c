@@ -1,7 +1,6 @@
 /* Site rules file parser (rules.h). */
 #include "tuner/rules.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -10,52 +9,19 @@
 #include <strings.h>
 
 #include "plugin/log.h"
+#include "plugin/param.h"
 #include "tuner/model.h"
 
 #define MAX_TOKENS 16
 #define MAX_LINE 1024
 
-/* "4096", "64K", "1M": a size with an optional power-of-1024 suffix. */
-static int parse_size(const char *s, uint64_t *out) {
-  char *end;
-  unsigned long long v;
-  int shift = 0;
-
-  if (!isdigit((unsigned char)s[0])) return -EINVAL;
-  errno = 0;
-  v = strtoull(s, &end, 10);
-  if (errno != 0) return -EINVAL;
-  switch (toupper((unsigned char)*end)) {
-  case 'K':
-    shift = 10;
-    end++;
-    break;
-  case 'M':
-    shift = 20;
-    end++;
-    break;
-  case 'G':
-    shift = 30;
-    end++;
-    break;
-  case 'T':
-    shift = 40;
-    end++;
-    break;
-  default: break;
-  }
-  /* Accept "KiB"/"KB"/"B" spellings people copy from nccl-tests. */
-  if (*end == 'i' || *end == 'I') end++;
-  if (*end == 'b' || *end == 'B') end++;
-  if (*end != '\0' || (shift && v > (UINT64_MAX >> shift))) return -EINVAL;
-  *out = (uint64_t)v << shift;
-  return 0;
-}
-
-/* "*", "N", "lo-hi", "lo-": an inclusive range. */
+/* "*", "N", "lo-hi", "lo-": an inclusive range; sizes in the syntax of
+ * rail_param_parse_size. -ERANGE when a bound does not fit in 64 bits, so
+ * the message can say so; -EINVAL for the rest. */
 static int parse_range(const char *s, uint64_t *lo, uint64_t *hi) {
   char buf[64];
   char *dash;
+  int rc;
 
   if (strcmp(s, "*") == 0) {
     *lo = 0;
@@ -66,17 +32,18 @@ static int parse_range(const char *s, uint64_t *lo, uint64_t *hi) {
   strcpy(buf, s);
   dash = strchr(buf, '-');
   if (dash == NULL) {
-    if (parse_size(buf, lo) != 0) return -EINVAL;
+    if ((rc = rail_param_parse_size(buf, lo)) != 0) return rc;
     *hi = *lo;
     return 0;
   }
   *dash = '\0';
-  if (parse_size(buf, lo) != 0) return -EINVAL;
+  if ((rc = rail_param_parse_size(buf, lo)) != 0) return rc;
   if (dash[1] == '\0') {
     *hi = UINT64_MAX;
     return 0;
   }
-  if (parse_size(dash + 1, hi) != 0 || *hi < *lo) return -EINVAL;
+  if ((rc = rail_param_parse_size(dash + 1, hi)) != 0) return rc;
+  if (*hi < *lo) return -EINVAL;
   return 0;
 }
 
@@ -106,7 +73,7 @@ static int tokenize(char *line, char **tok) {
 
 /* Fills *r from one line's tokens, or says what is wrong in why. */
 static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why, size_t wlen) {
-  int arrow = -1, i;
+  int arrow = -1, i, rc;
 
   for (i = 0; i < ntok; i++)
     if (strcmp(tok[i], "->") == 0) arrow = i;
@@ -129,12 +96,15 @@ static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why
              tok[0]);
     return -EINVAL;
   }
-  if (parse_range(tok[1], &r->min_bytes, &r->max_bytes) != 0) {
-    snprintf(why, wlen, "bad byte range \"%s\" (e.g. 0-64K, 1M-, *)", tok[1]);
+  rc = parse_range(tok[1], &r->min_bytes, &r->max_bytes);
+  if (rc != 0) {
+    snprintf(why, wlen, rc == -ERANGE ? "byte range \"%s\" has a size beyond 64 bits"
+                                      : "bad byte range \"%s\" (e.g. 0-64K, 1MiB-, *)",
+             tok[1]);
     return -EINVAL;
   }
   for (i = 2; i < arrow; i++) {
-    int rc = -EINVAL;
+    rc = -EINVAL;
     if (strncasecmp(tok[i], "nodes=", 6) == 0)
       rc = parse_count_range(tok[i] + 6, &r->min_nodes, &r->max_nodes);
     else if (strncasecmp(tok[i], "ranks=", 6) == 0)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # nccl-rail doctor on fake machines: a down physical NIC fails the check and
 # exits 1, a slow rail member and NCCL overrides warn, the healthy veth rig
-# passes. $1: the nccl-rail binary; $2: tests/fixtures/sysfs.
+# passes; the subnet check looks at exactly the interfaces NCCL_RAIL_IFNAMES
+# selects. $1: the nccl-rail binary; $2: tests/fixtures/sysfs.
 set -u
 cli=$1 trees=$2
 tmp=$(mktemp -d) || exit 1
@@ -31,4 +32,23 @@ cat "$tmp/out"
 check "the healthy rig passes" test "$rc" -eq 0
 check "both rails are reported up" sh -c "grep -q '^ok   link .*v0' '$tmp/out' && grep -q '^ok   link .*v1' '$tmp/out'"
 check "no GPUs is said plainly" grep -q 'no GPUs found' "$tmp/out"
+
+# The subnet check covers the interfaces the plugin will use, so naming lo
+# (never used beside a real NIC, and skipped by a check of its own) must
+# make doctor report lo's subnet and no other interface.
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_RAIL_IFNAMES=lo NCCL_NET_PLUGIN=rail "$cli" doctor >"$tmp/out" 2>&1
+cat "$tmp/out"
+if grep -q '^WARN subnet .*matches no interface' "$tmp/out"; then
+  echo "skip NCCL_RAIL_IFNAMES=lo: lo is down or has no address here"
+else
+  check "NCCL_RAIL_IFNAMES=lo: the subnet check reports lo's subnet" \
+    grep -q '^ok   subnet .*lo 127\.0\.0\.1/8' "$tmp/out"
+  check "NCCL_RAIL_IFNAMES=lo: no other interface in the subnet check" \
+    sh -c "! grep '^[A-Za-z ]* subnet ' '$tmp/out' | sed 's/lo 127\.0\.0\.1\/8//' | grep -q '[0-9]/[0-9]'"
+fi
+
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_RAIL_IFNAMES==nosuch0 NCCL_NET_PLUGIN=rail "$cli" doctor >"$tmp/out" 2>&1
+cat "$tmp/out"
+check "an NCCL_RAIL_IFNAMES matching nothing is a warning naming it" \
+  grep -q '^WARN subnet .*NCCL_RAIL_IFNAMES==nosuch0 matches no interface' "$tmp/out"
 exit $fail
