@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "net/net.h"
+#include "net/transport.h"
 
 #define RAIL_MAX_RAILS RAIL_NET_MAX_MEMBERS
 #define RAIL_MAX_STREAMS 16 /* data streams per rail */
@@ -99,6 +100,7 @@ enum rail_req_state {
 };
 
 struct rail_req {
+  struct rail_xreq base; /* first: NCCL's calls find the transport through it */
   struct rail_comm *comm;
   uint64_t seq;
   int state;
@@ -174,6 +176,7 @@ struct rail_chan {
 };
 
 struct rail_comm {
+  struct rail_conn base; /* first: NCCL's calls find the transport through it */
   int is_send;
   pthread_mutex_t mu;
   pthread_cond_t work; /* send: chunks queued; recv: a data thread stopped copying; or closing */
@@ -197,7 +200,7 @@ struct rail_comm {
   struct rail_comm *watch_next, *watch_prev; /* the watcher's list (watch.c) */
 };
 
-/* Streams given to rail_engine_create: fds already connected and
+/* Streams setup hands to a transport's start(): fds already connected and
  * handshaken, ctl non-blocking. Ownership of the fds passes to the comm. */
 struct rail_link_setup {
   char ifname[IF_NAMESIZE];

@@ -13,6 +13,7 @@
 
 #include "net/ifaces.h"
 #include "net/net.h"
+#include "net/transport.h"
 #include "topology/topo.h"
 
 #define RAIL_DEVICES_MAX 64
@@ -26,6 +27,9 @@ struct rail_device {
   int nrails;
   int members[RAIL_NET_MAX_MEMBERS]; /* indexes in phys[] */
   struct rail_iface rails[RAIL_NET_MAX_MEMBERS];
+  /* What carries its data (net/transport.h); set by the net layer once the
+   * device exists, NULL until then. */
+  const struct rail_transport *transport;
 };
 
 struct rail_devtab {

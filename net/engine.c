@@ -986,6 +986,7 @@ int rail_engine_create(int is_send, const struct rail_link_setup *links, int nli
     rail_engine_close_fds(links, nlinks);
     return -ENOMEM;
   }
+  c->base.t = &rail_transport_socket;
   c->is_send = is_send;
   snprintf(c->peer, sizeof(c->peer), "%s", peer);
   c->inline_max = (size_t)rail_param_int(RAIL_PARAM_INLINE_BYTES);
@@ -995,8 +996,10 @@ int rail_engine_create(int is_send, const struct rail_link_setup *links, int nli
   c->min_stripe = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
   c->adapt = (int)rail_param_int(RAIL_PARAM_ADAPT);
   c->nrails = nlinks;
-  for (int i = 0; i < RAIL_SLOTS; i++)
+  for (int i = 0; i < RAIL_SLOTS; i++) {
+    c->reqs[i].base.t = &rail_transport_socket;
     c->reqs[i].comm = c;
+  }
   for (int k = 0; k < nlinks; k++) {
     struct rail_link *l = &c->rails[k];
     const struct rail_link_setup *in = &links[k];

@@ -71,6 +71,7 @@ void rail_handle_pack(const struct rail_handle *h, void *buf) {
   rail_put32(p, RAIL_HANDLE_MAGIC);
   p[4] = h->version;
   p[5] = (uint8_t)h->nrails;
+  p[6] = h->transport;
   rail_put64(p + 8, h->nonce);
   rail_fp_pack(&h->fp, p + 16);
   for (int r = 0; r < h->nrails && r < RAIL_NET_MAX_MEMBERS; r++) {
@@ -99,6 +100,7 @@ int rail_handle_unpack(const void *buf, struct rail_handle *h) {
     return -EPROTO;
   out.version = p[4];
   out.nrails = p[5];
+  out.transport = p[6];
   if (out.nrails < 1 || out.nrails > RAIL_NET_MAX_MEMBERS)
     return -EPROTO;
   out.nonce = rail_get64(p + 8);
@@ -158,6 +160,7 @@ void rail_hello_pack(const struct rail_hello *h, uint8_t out[RAIL_HELLO_BYTES]) 
   rail_fp_pack(&h->fp, out + 24);
   out[40] = h->nrails;
   out[41] = h->nstreams;
+  out[42] = h->transport;
 }
 
 int rail_hello_unpack(const uint8_t in[RAIL_HELLO_BYTES], struct rail_hello *h) {
@@ -174,6 +177,7 @@ int rail_hello_unpack(const uint8_t in[RAIL_HELLO_BYTES], struct rail_hello *h) 
   rail_fp_unpack(in + 24, &out.fp);
   out.nrails = in[40];
   out.nstreams = in[41];
+  out.transport = in[42];
   *h = out;
   return 0;
 }

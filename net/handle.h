@@ -6,7 +6,8 @@
  *    0  u32  magic "RAIL"
  *    4  u8   protocol version
  *    5  u8   number of rails (1..4)
- *    6  u16  reserved, 0
+ *    6  u8   transport the listener offers (enum rail_transport_kind; 0 sockets)
+ *    7  u8   reserved, 0
  *    8  u64  nonce: random, proves a socket was opened by the holder of the handle
  *   16  16B  the listener's topology fingerprint (struct rail_topo_fp, packed)
  *   32  4 x 20B  each rail's listen address: u8 family (4 or 6), u8 0,
@@ -20,7 +21,8 @@
  *    6  u8   rail, 7 u8 stream (data streams: 0..K-1)
  *    8  u64  nonce from the handle, 16 u64 connection id (random per connect)
  *   24  16B  the connector's fingerprint
- *   40  u8   rails of the connection, 41 u8 data streams per rail (K), 42..47 0
+ *   40  u8   rails of the connection, 41 u8 data streams per rail (K),
+ *   42  u8   transport the connector chose (sockets unless both ends offer verbs), 43..47 0
  *
  * Rail matching: for each local rail, the peer rail on the same subnet, else
  * the one the kernel routes through that rail's interface, else (WARN once
@@ -43,6 +45,7 @@
 
 struct rail_handle {
   uint8_t version;
+  uint8_t transport; /* enum rail_transport_kind */
   int nrails;
   uint64_t nonce;
   struct rail_topo_fp fp;
@@ -59,6 +62,7 @@ struct rail_hello {
   struct rail_topo_fp fp;
   uint8_t nrails;
   uint8_t nstreams;
+  uint8_t transport; /* enum rail_transport_kind */
 };
 
 void rail_handle_pack(const struct rail_handle *h, void *buf);

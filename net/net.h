@@ -59,7 +59,12 @@ int rail_net_listen(int dev, void *handle, void **listen_comm);
 int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm);
 int rail_net_accept(void *listen_comm, void **recv_comm);
 
+/* type: NCCL_PTR_HOST / _CUDA. Registration is global to the device. */
 int rail_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+/* fd < 0: an ordinary registration of data. -EINVAL where the device's
+ * ptrSupport has no DMABUF. */
+int rail_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                           void **mhandle);
 int rail_net_dereg_mr(void *comm, void *mhandle);
 
 /* *request is always written on success: a request, or NULL when it cannot
@@ -74,6 +79,10 @@ int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
                    void **request);
 int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
                    void **mhandles, void **request);
+/* Makes data a receive wrote visible to the GPU: a request, or *request =
+ * NULL when there is nothing to do (host memory, sockets). */
+int rail_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
+                    void **request);
 /* sizes: NULL, or one int for a send, n ints for a receive; written when
  * done. Requests complete with -ECONNRESET / -EPIPE when the peer closes or
  * dies, -ENETDOWN / -ETIMEDOUT when no rail is left, each with one WARN

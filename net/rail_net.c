@@ -1,5 +1,6 @@
-/* The entry points of net/net.h: the process-wide device table, and thin
- * calls into connection setup (setup.c) and the engine (engine.c). */
+/* The entry points of net/net.h: the process-wide device table, thin calls
+ * into connection setup (setup.c), and NCCL's data calls routed to the
+ * transport that made the comm or request (net/transport.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #include "net/ifaces.h"
 #include "net/net.h"
 #include "net/setup.h"
+#include "net/transport.h"
+#include "net/verbs_transport.h"
 #include "plugin/log.h"
 #include "plugin/param.h"
 #include "topology/topo.h"
@@ -30,6 +33,54 @@ static void rail_net_log_none(const struct rail_iface *all, int nall, const char
               nall ? names : "none");
   else
     RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT, "no interface is up with an address; no devices");
+}
+
+/* With verbs on, NCCL gets the RDMA NICs only: the interfaces under an
+ * ACTIVE port. The others are left out (INFO), as NCCL's own IB transport
+ * leaves them out; if that leaves nothing, every interface stays on sockets. */
+static int rail_net_verbs_ifaces(struct rail_iface *ifs, int n) {
+  char dropped[256] = "";
+  size_t off = 0;
+  int kept = 0;
+
+  if (!rail_vt_enabled())
+    return n;
+  for (int i = 0; i < n; i++) {
+    const char *name = ifs[i].name;
+    if (rail_vt_device_ok(&name, 1))
+      kept++;
+  }
+  if (kept == 0) {
+    RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+              "no selected interface has an ACTIVE RDMA port; using sockets");
+    return n;
+  }
+  kept = 0;
+  for (int i = 0; i < n; i++) {
+    const char *name = ifs[i].name;
+    if (rail_vt_device_ok(&name, 1))
+      ifs[kept++] = ifs[i];
+    else if (off < sizeof(dropped))
+      off += (size_t)snprintf(dropped + off, sizeof(dropped) - off, " %s", name);
+  }
+  if (off > 0)
+    RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT, "verbs: leaving out interfaces without an RDMA "
+              "port:%s", dropped);
+  return kept;
+}
+
+/* A device's data goes over verbs when every rail has an RDMA port. */
+static void rail_net_set_transport(struct rail_device *d) {
+  const char *names[RAIL_NET_MAX_MEMBERS];
+
+  for (int r = 0; r < d->nrails; r++)
+    names[r] = d->rails[r].name;
+  if (rail_vt_device_ok(names, d->nrails)) {
+    d->transport = &rail_transport_verbs;
+    d->speed_mbps = rail_vt_speed_mbps(names, d->nrails);
+  } else {
+    d->transport = &rail_transport_socket;
+  }
 }
 
 int rail_net_init(void) {
@@ -57,13 +108,25 @@ int rail_net_init(void) {
   n = rail_ifaces_select(ifs, nall, spec);
   if (n == 0)
     rail_net_log_none(all, nall, spec);
+  rc = rail_vt_init();
+  if (rc == -ENODEV) {
+    n = 0; /* NCCL_RAIL_TRANSPORT=verbs without RDMA ports (WARNed): no devices */
+    rc = 0;
+  } else if (rc != 0) {
+    goto free_tab;
+  }
+  n = rail_net_verbs_ifaces(ifs, n);
   topo = rail_topo_get();
   rc = rail_devices_build(rail_net_tab, ifs, n, topo, (int)rail_param_int(RAIL_PARAM_FUSE));
   if (rc != 0)
-    goto free_tab;
+    goto fini_verbs;
+  for (int d = 0; d < rail_net_tab->ndevs; d++)
+    rail_net_set_transport(&rail_net_tab->devs[d]);
   rail_topo_fingerprint(topo, &rail_net_fp);
   rail_net_refs = 1;
   goto unlock;
+fini_verbs:
+  rail_vt_fini();
 free_tab:
   free(rail_net_tab);
   rail_net_tab = NULL;
@@ -80,6 +143,7 @@ void rail_net_fini(void) {
     /* Comms keep their own copies of what they need from the table. */
     free(rail_net_tab);
     rail_net_tab = NULL;
+    rail_vt_fini();
   }
   pthread_mutex_unlock(&rail_net_mu);
 }
@@ -111,8 +175,15 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   p.name = d->name;
   p.pci_path = d->pci_path[0] ? d->pci_path : NULL;
   p.guid = (uint64_t)dev;
-  p.ptr_support = RAIL_NET_PTR_HOST;
-  p.reg_is_global = 1; /* registration is a no-op, valid on any comm */
+  {
+    const char *names[RAIL_NET_MAX_MEMBERS];
+    for (int r = 0; r < d->nrails; r++)
+      names[r] = d->rails[r].name;
+    p.ptr_support = d->transport->ptr_support(names, d->nrails);
+  }
+  /* Sockets register nothing; verbs registers on the NICs, which every
+   * comm of the device shares. */
+  p.reg_is_global = 1;
   p.speed_mbps = d->speed_mbps;
   p.port = 0;
   p.latency_us = 0;
@@ -139,6 +210,8 @@ int rail_net_make_vdevice(const int *members, int nmembers, int *dev) {
     rc = -EPERM;
   } else {
     rc = rail_devices_add(rail_net_tab, members, nmembers, &d);
+    if (rc == 0)
+      rail_net_set_transport(&rail_net_tab->devs[d]);
     if (rc == 0)
       RAIL_INFO(RAIL_SUBSYS_NET, "device %d %s: fused by NCCL, %d Mbps", d,
                 rail_net_tab->devs[d].name, rail_net_tab->devs[d].speed_mbps);
@@ -168,6 +241,8 @@ int rail_net_add_device(const struct rail_iface *rails, int n, int *dev) {
     t->phys[t->nphys++] = rails[i];
   }
   rc = rail_devices_add(t, members, n, dev);
+  if (rc == 0)
+    rail_net_set_transport(&t->devs[*dev]);
 unlock:
   pthread_mutex_unlock(&rail_net_mu);
   return rc;
@@ -190,7 +265,7 @@ int rail_net_listen(int dev, void *handle, void **listen_comm) {
 
 int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm) {
   const struct rail_device *d = rail_net_device(dev);
-  struct rail_comm *c = NULL;
+  struct rail_conn *c = NULL;
   int rc;
 
   if (d == NULL)
@@ -202,7 +277,7 @@ int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm)
 }
 
 int rail_net_accept(void *listen_comm, void **recv_comm) {
-  struct rail_comm *c = NULL;
+  struct rail_conn *c = NULL;
   int rc;
 
   if (listen_comm == NULL)
@@ -218,47 +293,61 @@ int rail_net_close_listen(void *listen_comm) {
   return 0;
 }
 
-int rail_net_close_send(void *send_comm) {
-  if (send_comm != NULL)
-    rail_engine_destroy(send_comm);
-  return 0;
+static int rail_net_close(void *comm) {
+  struct rail_conn *c = comm;
+
+  return c != NULL ? c->t->close(c) : 0;
 }
 
-int rail_net_close_recv(void *recv_comm) {
-  if (recv_comm != NULL)
-    rail_engine_destroy(recv_comm);
-  return 0;
-}
+int rail_net_close_send(void *send_comm) { return rail_net_close(send_comm); }
+
+int rail_net_close_recv(void *recv_comm) { return rail_net_close(recv_comm); }
 
 /* ---- memory ----------------------------------------------------------------------- */
 
-/* Sockets read and write host memory directly: nothing to register. */
-static const char rail_net_mr_host;
-
 int rail_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
-  if (type != RAIL_NET_PTR_HOST) {
-    RAIL_WARN("regMr: memory type %d is not host memory; this device supports host memory only",
-              type);
+  struct rail_conn *c = comm;
+
+  if (c == NULL)
     return -EINVAL;
-  }
-  *mhandle = (void *)&rail_net_mr_host;
-  return 0;
+  return c->t->reg_mr(c, data, size, type, mhandle);
 }
 
-int rail_net_dereg_mr(void *comm, void *mhandle) { return 0; }
+int rail_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                           void **mhandle) {
+  struct rail_conn *c = comm;
+
+  if (c == NULL)
+    return -EINVAL;
+  /* NCCL passes host memory here too when it has no dmabuf for it. */
+  if (fd < 0)
+    return c->t->reg_mr(c, data, size, type, mhandle);
+  return c->t->reg_mr_dmabuf(c, data, size, offset, fd, mhandle);
+}
+
+int rail_net_dereg_mr(void *comm, void *mhandle) {
+  struct rail_conn *c = comm;
+
+  if (c == NULL)
+    return -EINVAL;
+  return c->t->dereg_mr(c, mhandle);
+}
 
 /* ---- data path ---------------------------------------------------------------------- */
 
 int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                    void **request) {
-  struct rail_req *r = NULL;
+  struct rail_conn *c = send_comm;
+  struct rail_xreq *r = NULL;
   int rc;
 
+  if (c == NULL)
+    return -EINVAL;
   if (size > RAIL_NET_MAX_P2P_BYTES) {
     RAIL_WARN("isend of %zu bytes: larger than maxP2pBytes (%llu)", size, RAIL_NET_MAX_P2P_BYTES);
     return -EINVAL;
   }
-  rc = rail_engine_isend(send_comm, data, size, tag, &r);
+  rc = c->t->isend(c, data, size, tag, mhandle, &r);
   if (rc == 0)
     *request = r;
   return rc;
@@ -266,25 +355,48 @@ int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
 
 int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
                    void **mhandles, void **request) {
-  struct rail_req *r = NULL;
+  struct rail_conn *c = recv_comm;
+  struct rail_xreq *r = NULL;
   int rc;
 
+  if (c == NULL)
+    return -EINVAL;
   if (n != 1) {
     RAIL_WARN("irecv with %d buffers: this device takes one (maxRecvs = 1)", n);
     return -EINVAL;
   }
-  rc = rail_engine_irecv(recv_comm, data[0], sizes[0], tags != NULL ? tags[0] : 0, &r);
+  rc = c->t->irecv(c, data[0], sizes[0], tags != NULL ? tags[0] : 0,
+                   mhandles != NULL ? mhandles[0] : NULL, &r);
+  if (rc == 0)
+    *request = r;
+  return rc;
+}
+
+int rail_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
+                    void **request) {
+  struct rail_conn *c = recv_comm;
+  struct rail_xreq *r = NULL;
+  int rc;
+
+  if (c == NULL)
+    return -EINVAL;
+  if (n != 1) {
+    *request = NULL; /* maxRecvs = 1: NCCL never groups; nothing of ours to flush */
+    return 0;
+  }
+  rc = c->t->iflush(c, data[0], sizes[0], mhandles != NULL ? mhandles[0] : NULL, &r);
   if (rc == 0)
     *request = r;
   return rc;
 }
 
 int rail_net_test(void *request, int *done, int *sizes) {
+  struct rail_xreq *r = request;
   int d = 0, size = 0, rc;
 
-  if (request == NULL)
+  if (r == NULL)
     return -EINVAL;
-  rc = rail_engine_test(request, &d, &size);
+  rc = r->t->test(r, &d, &size);
   if (rc == 0) {
     *done = d;
     if (d && sizes != NULL)
@@ -294,34 +406,17 @@ int rail_net_test(void *request, int *done, int *sizes) {
 }
 
 int rail_net_comm_stats(void *comm, struct rail_net_stats *stats) {
-  struct rail_comm *c = comm;
-  struct rail_net_stats st;
+  struct rail_conn *c = comm;
 
   if (c == NULL)
     return -EINVAL;
-  memset(&st, 0, sizeof(st));
-  pthread_mutex_lock(&c->mu);
-  st.nrails = c->nrails;
-  st.control_rail = c->chan.cur;
-  for (int k = 0; k < c->nrails; k++) {
-    st.rail_up[k] = !c->rails[k].down;
-    st.rail_streams[k] = c->rails[k].down ? 0 : c->rails[k].live;
-    st.rail_bytes[k] = c->rails[k].bytes;
-    st.rail_weight[k] = c->rails[k].weight;
-  }
-  st.resent_chunks = c->resent_chunks;
-  pthread_mutex_unlock(&c->mu);
-  *stats = st;
-  return 0;
+  return c->t->stats(c, stats);
 }
 
 int rail_net_comm_rail_down(void *comm, int rail) {
-  struct rail_comm *c = comm;
+  struct rail_conn *c = comm;
 
-  if (c == NULL || rail < 0 || rail >= c->nrails)
+  if (c == NULL)
     return -EINVAL;
-  pthread_mutex_lock(&c->mu);
-  rail_engine_rail_down(c, rail, -ENETDOWN, "taken down by request");
-  pthread_mutex_unlock(&c->mu);
-  return 0;
+  return c->t->rail_down(c, rail);
 }

@@ -75,7 +75,10 @@ struct rail_listen {
   int npend;
   struct rail_pending pend[RAIL_SETUP_PENDING_MAX];
   uint64_t deadline; /* 0 until the first accept call */
-  /* The connection being assembled. */
+  const struct rail_transport *offer; /* the device's transport */
+  /* The connection being assembled, then started by its transport. */
+  const struct rail_transport *conn_t;
+  struct rail_conn *starting;
   int have_conn;
   uint64_t conn_id;
   int conn_nrails, conn_k, adopted, need;
@@ -109,6 +112,8 @@ void rail_setup_close_listen(struct rail_listen *l) {
   for (int i = 0; i < l->npend; i++)
     close(l->pend[i].fd);
   rail_listen_reset_conn(l, 1);
+  if (l->starting != NULL)
+    l->starting->t->close(l->starting);
   free(l);
 }
 
@@ -121,12 +126,14 @@ int rail_setup_listen(const struct rail_device *dev, const struct rail_topo_fp *
   if (l == NULL)
     return -ENOMEM;
   l->nrails = dev->nrails;
+  l->offer = dev->transport != NULL ? dev->transport : &rail_transport_socket;
   for (int r = 0; r < RAIL_MAX_RAILS; r++)
     l->fds[r] = -1;
   rail_listen_reset_conn(l, 0);
   memset(&h, 0, sizeof(h));
   h.version = RAIL_HANDLE_VERSION;
   h.nrails = dev->nrails;
+  h.transport = (uint8_t)l->offer->kind;
   h.nonce = l->nonce = rail_handle_random64();
   h.fp = *fp;
   for (int r = 0; r < dev->nrails; r++) {
@@ -201,6 +208,7 @@ static void rail_accept_new(struct rail_listen *l, uint64_t now) {
 
 /* 0 adopted, else why not (the socket is then closed by the caller). */
 static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending *p) {
+  const struct rail_transport *t;
   struct rail_hello h;
   int *slot;
 
@@ -208,8 +216,15 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
     return "not a nccl-rail hello";
   if (h.nonce != l->nonce)
     return "wrong nonce (not the holder of this listener's handle)";
-  if (h.nrails < 1 || h.nrails > RAIL_MAX_RAILS || h.nstreams < 1 ||
-      h.nstreams > RAIL_MAX_STREAMS || h.rail >= h.nrails ||
+  /* Sockets always work; verbs only where this listener offered it. */
+  if (h.transport == RAIL_TRANSPORT_SOCKET)
+    t = &rail_transport_socket;
+  else if (h.transport == l->offer->kind)
+    t = l->offer;
+  else
+    return "asks for a transport this listener does not offer";
+  if (h.nrails < 1 || h.nrails > RAIL_MAX_RAILS || h.nstreams > RAIL_MAX_STREAMS ||
+      (h.nstreams < 1) != (t->kind == RAIL_TRANSPORT_VERBS) || h.rail >= h.nrails ||
       (h.kind == RAIL_HELLO_DATA && h.stream >= h.nstreams) ||
       (h.kind != RAIL_HELLO_DATA && h.kind != RAIL_HELLO_CONTROL))
     return "malformed hello";
@@ -218,9 +233,11 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
     l->conn_id = h.conn_id;
     l->conn_nrails = h.nrails;
     l->conn_k = h.nstreams;
+    l->conn_t = t;
     l->need = h.nrails * (1 + h.nstreams);
     rail_topo_fp_note_peer(&h.fp, p->from);
-  } else if (h.conn_id != l->conn_id || h.nrails != l->conn_nrails || h.nstreams != l->conn_k) {
+  } else if (h.conn_id != l->conn_id || h.nrails != l->conn_nrails || h.nstreams != l->conn_k ||
+             t != l->conn_t) {
     return "belongs to another connection";
   }
   slot = h.kind == RAIL_HELLO_CONTROL ? &l->ctl[h.rail] : &l->data[h.rail][h.stream];
@@ -233,7 +250,7 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
   return NULL;
 }
 
-static int rail_accept_build(struct rail_listen *l, struct rail_comm **out) {
+static int rail_accept_build(struct rail_listen *l, struct rail_conn **out) {
   struct rail_link_setup links[RAIL_MAX_RAILS];
   char peer[64] = "?";
 
@@ -258,7 +275,7 @@ static int rail_accept_build(struct rail_listen *l, struct rail_comm **out) {
     for (int i = 0; i < l->conn_k; i++)
       links[r].data_fds[i] = l->data[r][i];
   }
-  /* The engine owns the fds from here, whatever it returns. */
+  /* The transport owns the fds from here, whatever it returns. */
   rail_listen_reset_conn(l, 0);
   for (int r = 0; r < RAIL_MAX_RAILS; r++) {
     if (r < l->conn_nrails)
@@ -266,12 +283,33 @@ static int rail_accept_build(struct rail_listen *l, struct rail_comm **out) {
     for (int i = 0; r < l->conn_nrails && i < links[r].nstreams; i++)
       rail_socket_tune(links[r].data_fds[i], AF_UNSPEC, RAIL_SOCKET_DATA, -1);
   }
-  return rail_engine_create(0, links, l->conn_nrails, peer, out);
+  return l->conn_t->start(0, links, l->conn_nrails, peer, out);
 }
 
-int rail_setup_accept(struct rail_listen *l, struct rail_comm **out) {
+/* Steps a started connection: 0 with *out set when it is ready, 0 with
+ * *out NULL while it is not, else failed (closed). */
+static int rail_accept_step(struct rail_listen *l, struct rail_conn **out) {
+  int rc = l->starting->t->step(l->starting);
+
+  *out = NULL;
+  if (rc == -EAGAIN)
+    return 0;
+  if (rc != 0) {
+    l->starting->t->close(l->starting);
+    l->starting = NULL;
+    return rc;
+  }
+  *out = l->starting;
+  l->starting = NULL;
+  return 0;
+}
+
+int rail_setup_accept(struct rail_listen *l, struct rail_conn **out) {
   uint64_t now = rail_now_ns();
 
+  /* The transport bounds its own exchange by the connect timeout. */
+  if (l->starting != NULL)
+    return rail_accept_step(l, out);
   if (l->deadline == 0)
     l->deadline = now + rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS);
   rail_accept_new(l, now);
@@ -308,12 +346,12 @@ int rail_setup_accept(struct rail_listen *l, struct rail_comm **out) {
     l->pend[i] = l->pend[--l->npend]; /* adopted: the fd now belongs to the connection */
   }
   if (l->have_conn && l->adopted == l->need) {
-    struct rail_comm *c;
-    int rc = rail_accept_build(l, &c);
-    if (rc != 0)
+    int rc = rail_accept_build(l, &l->starting);
+    if (rc != 0) {
+      l->starting = NULL;
       return rc;
-    *out = c;
-    return 0;
+    }
+    return rail_accept_step(l, out);
   }
   if (now > l->deadline) {
     if (l->have_conn)
@@ -344,6 +382,8 @@ struct rail_csock {
 
 struct rail_connect {
   struct rail_handle h;
+  const struct rail_transport *t;
+  struct rail_conn *starting; /* handed to t, not yet ready */
   int nrails, k, tc;
   struct rail_iface local[RAIL_MAX_RAILS];
   struct sockaddr_storage peer[RAIL_MAX_RAILS];
@@ -355,6 +395,8 @@ struct rail_connect {
 };
 
 static void rail_connect_free(struct rail_connect *cs) {
+  if (cs->starting != NULL)
+    cs->starting->t->close(cs->starting);
   for (int i = 0; i < cs->nsocks; i++)
     if (cs->socks[i].fd >= 0)
       close(cs->socks[i].fd);
@@ -415,6 +457,21 @@ static void rail_connect_warn_fallback(const struct rail_iface *local,
             local->name);
 }
 
+/* Verbs when both ends' devices use it, else sockets (which every device
+ * can carry); a mismatch is worth an INFO, since the job still runs. */
+static const struct rail_transport *rail_connect_transport(const struct rail_device *dev,
+                                                           const struct rail_handle *h,
+                                                           const char *peer) {
+  const struct rail_transport *mine = dev->transport != NULL ? dev->transport : &rail_transport_socket;
+
+  if (mine->kind == h->transport)
+    return mine;
+  RAIL_INFO(RAIL_SUBSYS_NET, "connect on %s to %s: this end offers %s, the peer %s; using sockets",
+            dev->name, peer, mine->name,
+            h->transport == RAIL_TRANSPORT_VERBS ? "verbs" : "sockets");
+  return &rail_transport_socket;
+}
+
 static int rail_connect_begin(const struct rail_device *dev, const struct rail_topo_fp *fp,
                               void *handle, int tc, struct rail_connect **out) {
   struct rail_connect *cs = calloc(1, sizeof(*cs));
@@ -441,7 +498,8 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
     return rc;
   }
   cs->nrails = dev->nrails;
-  cs->k = rail_setup_nstreams(dev->rails[0].speed_mbps, dev->nrails);
+  cs->t = rail_connect_transport(dev, &cs->h, cs->peer_str);
+  cs->k = cs->t->data_streams(dev->rails[0].speed_mbps, dev->nrails);
   cs->tc = tc;
   cs->deadline = rail_now_ns() + rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS);
   for (int r = 0; r < cs->nrails; r++) {
@@ -463,7 +521,8 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
                                  .conn_id = conn_id,
                                  .fp = *fp,
                                  .nrails = (uint8_t)cs->nrails,
-                                 .nstreams = (uint8_t)cs->k};
+                                 .nstreams = (uint8_t)cs->k,
+                                 .transport = (uint8_t)cs->t->kind};
       s->fd = -1;
       s->rail = r;
       s->ctl = i == 0;
@@ -478,7 +537,7 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
 }
 
 static int rail_connect_build(struct rail_connect *cs, const struct rail_device *dev,
-                              struct rail_comm **out) {
+                              struct rail_conn **out) {
   struct rail_link_setup links[RAIL_MAX_RAILS];
 
   memset(links, 0, sizeof(links));
@@ -496,18 +555,20 @@ static int rail_connect_build(struct rail_connect *cs, const struct rail_device 
       links[r].data_fds[i] = cs->socks[r * (1 + cs->k) + 1 + i].fd;
   }
   for (int i = 0; i < cs->nsocks; i++)
-    cs->socks[i].fd = -1; /* owned by the engine now */
-  RAIL_INFO(RAIL_SUBSYS_NET, "connected %s to %s: %d rail(s) x (1 control + %d data) streams",
-            dev->name, cs->peer_str, cs->nrails, cs->k);
-  return rail_engine_create(1, links, cs->nrails, cs->peer_str, out);
+    cs->socks[i].fd = -1; /* owned by the transport now */
+  RAIL_INFO(RAIL_SUBSYS_NET, "connected %s to %s over %s: %d rail(s) x (1 control + %d data) streams",
+            dev->name, cs->peer_str, cs->t->name, cs->nrails, cs->k);
+  return cs->t->start(1, links, cs->nrails, cs->peer_str, out);
 }
 
 int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp *fp, void *handle,
-                       int traffic_class, struct rail_comm **out) {
+                       int traffic_class, struct rail_conn **out) {
   struct rail_connect *cs = (struct rail_connect *)(uintptr_t)rail_handle_get_state(handle);
   uint64_t now = rail_now_ns();
   int ready = 0, rc = 0;
 
+  if (cs != NULL && cs->starting != NULL)
+    goto step;
   if (cs == NULL) {
     rc = rail_connect_begin(dev, fp, handle, traffic_class, &cs);
     if (rc != 0)
@@ -565,10 +626,12 @@ int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp 
     s->retry_at = now + RAIL_SETUP_RETRY_NS;
   }
   if (ready == cs->nsocks) {
-    rail_handle_set_state(handle, 0);
-    rc = rail_connect_build(cs, dev, out);
-    rail_connect_free(cs);
-    return rc;
+    rc = rail_connect_build(cs, dev, &cs->starting);
+    if (rc != 0) {
+      cs->starting = NULL;
+      goto fail;
+    }
+    goto step;
   }
   if (now > cs->deadline) {
     RAIL_WARN("connect to %s: not connected within %lld ms (%d of %d streams ready)", cs->peer_str,
@@ -578,6 +641,20 @@ int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp 
   }
   *out = NULL;
   return 0;
+step:
+  /* The transport bounds its own exchange by the connect timeout. */
+  rc = cs->starting->t->step(cs->starting);
+  if (rc == -EAGAIN) {
+    *out = NULL;
+    return 0;
+  }
+  if (rc == 0) {
+    *out = cs->starting;
+    cs->starting = NULL;
+  }
+  rail_handle_set_state(handle, 0);
+  rail_connect_free(cs);
+  return rc;
 fail:
   rail_handle_set_state(handle, 0);
   rail_connect_free(cs);

@@ -12,7 +12,11 @@
  * those whose hello carries the handle's nonce; anything else (wrong nonce,
  * garbage, a client that stays silent past its deadline, a second
  * connection) is closed with an INFO line naming its address, and the
- * listener goes on serving. */
+ * listener goes on serving.
+ * transport: the listener offers its device's transport in the handle; the
+ * connector uses verbs only when both ends' devices do, else sockets, and
+ * says which in its hellos. The assembled sockets go to that transport's
+ * start(), and the comm reaches NCCL once its step() says it is ready. */
 #ifndef RAIL_NET_SETUP_H
 #define RAIL_NET_SETUP_H
 
@@ -24,11 +28,11 @@ struct rail_listen;
 
 int rail_setup_listen(const struct rail_device *dev, const struct rail_topo_fp *fp, void *handle,
                       struct rail_listen **out);
-int rail_setup_accept(struct rail_listen *l, struct rail_comm **out);
+int rail_setup_accept(struct rail_listen *l, struct rail_conn **out);
 void rail_setup_close_listen(struct rail_listen *l);
 
 int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp *fp, void *handle,
-                       int traffic_class, struct rail_comm **out);
+                       int traffic_class, struct rail_conn **out);
 
 /* Data streams per rail for a rail of speed_mbps: NCCL_RAIL_NSTREAMS, or one
  * per 20 Gbps (at least 2, at most 8) but no more than half the CPUs this

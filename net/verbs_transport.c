@@ -68,6 +68,8 @@ void rail_vt_fini(void) {
   pthread_mutex_unlock(&rail_vt_mu);
 }
 
+int rail_vt_enabled(void) { return rail_vt_on; }
+
 /* The NIC whose port sits under interface `ifname`; NULL if none. */
 static struct rail_verbs_nic *rail_vt_nic_for(const char *ifname) {
   for (int i = 0; i < rail_vt_nnics; i++)
@@ -119,15 +121,14 @@ enum rail_vt_state {
 };
 
 struct rail_vt_req {
-  uint32_t magic;
+  struct rail_xreq base; /* first: see net/transport.h */
   int used;
   struct rail_vt_comm *comm;
   struct rail_verbs_req *r;
-  int nrecv; /* 1 for a receive (sizes gets one int), 0 otherwise */
 };
 
 struct rail_vt_comm {
-  uint32_t magic;
+  struct rail_conn base; /* first: see net/transport.h */
   int is_send;
   int state;
   int err;
@@ -141,7 +142,6 @@ struct rail_vt_comm {
   size_t out_len, out_off;
   uint8_t in[RAIL_VT_REC_HDR + RAIL_VERBS_INFO_BYTES];
   size_t in_off;
-  int warned_multi;
   struct rail_vt_req reqs[2 * RAIL_VERBS_FIFO];
 };
 
@@ -211,8 +211,13 @@ static int rail_vt_read(struct rail_vt_comm *c, int type, size_t *len) {
   }
 }
 
-int rail_vt_start(int is_send, const struct rail_link_setup *links, int nlinks, const char *peer,
-                  struct rail_vt_comm **out) {
+static struct rail_vt_comm *rail_vt_comm(struct rail_conn *c) { return (struct rail_vt_comm *)c; }
+
+/* Queue pairs need no data sockets. */
+static int rail_vt_data_streams(int speed_mbps, int nrails) { return 0; }
+
+static int rail_vt_start(int is_send, const struct rail_link_setup *links, int nlinks,
+                         const char *peer, struct rail_conn **out) {
   struct rail_verbs_conn_cfg cfg;
   struct rail_vt_comm *c;
   int rc = 0;
@@ -222,7 +227,7 @@ int rail_vt_start(int is_send, const struct rail_link_setup *links, int nlinks, 
     rc = -ENOMEM;
     goto close_fds;
   }
-  c->magic = RAIL_VT_COMM_MAGIC;
+  c->base.t = &rail_transport_verbs;
   c->is_send = is_send;
   c->fd = -1;
   snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "?");
@@ -266,7 +271,7 @@ int rail_vt_start(int is_send, const struct rail_link_setup *links, int nlinks, 
     for (int i = 0; i < links[r].nstreams; i++)
       if (links[r].data_fds[i] >= 0) close(links[r].data_fds[i]);
   }
-  *out = c;
+  *out = &c->base;
   return 0;
 
 destroy_conn:
@@ -282,7 +287,8 @@ close_fds:
   return rc;
 }
 
-int rail_vt_step(struct rail_vt_comm *c) {
+static int rail_vt_step(struct rail_conn *conn) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
   size_t len;
   int rc = 0;
 
@@ -328,18 +334,22 @@ int rail_vt_step(struct rail_vt_comm *c) {
   return rc;
 }
 
-int rail_vt_close(struct rail_vt_comm *c) {
+static int rail_vt_close(struct rail_conn *conn) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+
   if (c == NULL) return 0;
   rail_verbs_conn_destroy(c->conn); /* QPs first: then the buffers are free */
   if (c->fd >= 0) close(c->fd);
-  c->magic = 0;
   free(c);
   return 0;
 }
 
 /* ---- data path ---- */
 
-int rail_vt_reg_mr(struct rail_vt_comm *c, void *data, size_t size, int type, void **mhandle) {
+/* NCCL's pointer types are the wire's memory types (1 host, 2 CUDA). */
+static int rail_vt_reg_mr(struct rail_conn *conn, void *data, size_t size, int type,
+                          void **mhandle) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_verbs_mr *mr;
   int rc = rail_verbs_mr_reg(c->nics, c->nrails, data, size, type, &mr);
 
@@ -347,8 +357,9 @@ int rail_vt_reg_mr(struct rail_vt_comm *c, void *data, size_t size, int type, vo
   return rc;
 }
 
-int rail_vt_reg_mr_dmabuf(struct rail_vt_comm *c, void *data, size_t size, uint64_t offset, int fd,
-                          void **mhandle) {
+static int rail_vt_reg_mr_dmabuf(struct rail_conn *conn, void *data, size_t size, uint64_t offset,
+                                 int fd, void **mhandle) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_verbs_mr *mr;
   int rc = rail_verbs_mr_reg_dmabuf(c->nics, c->nrails, data, size, offset, fd, &mr);
 
@@ -356,7 +367,7 @@ int rail_vt_reg_mr_dmabuf(struct rail_vt_comm *c, void *data, size_t size, uint6
   return rc;
 }
 
-int rail_vt_dereg_mr(struct rail_vt_comm *c, void *mhandle) {
+static int rail_vt_dereg_mr(struct rail_conn *c, void *mhandle) {
   rail_verbs_mr_dereg(mhandle);
   return 0;
 }
@@ -364,7 +375,7 @@ int rail_vt_dereg_mr(struct rail_vt_comm *c, void *mhandle) {
 static struct rail_vt_req *rail_vt_req_get(struct rail_vt_comm *c) {
   for (size_t i = 0; i < sizeof(c->reqs) / sizeof(c->reqs[0]); i++) {
     if (!c->reqs[i].used) {
-      c->reqs[i].magic = RAIL_VT_REQ_MAGIC;
+      c->reqs[i].base.t = &rail_transport_verbs;
       c->reqs[i].used = 1;
       c->reqs[i].comm = c;
       return &c->reqs[i];
@@ -378,8 +389,9 @@ static void rail_vt_req_put(struct rail_vt_req *w) {
   w->r = NULL;
 }
 
-int rail_vt_isend(struct rail_vt_comm *c, void *data, size_t size, int tag, void *mhandle,
-                  void **request) {
+static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
+                         struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
   int rc;
 
@@ -392,72 +404,95 @@ int rail_vt_isend(struct rail_vt_comm *c, void *data, size_t size, int tag, void
     rail_vt_req_put(w);
     return rc;
   }
-  w->nrecv = 0;
-  *request = w;
+  *request = &w->base;
   return 0;
 }
 
-int rail_vt_irecv(struct rail_vt_comm *c, int n, void **data, const size_t *sizes, const int *tags,
-                  void **mhandles, void **request) {
+static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
+                         struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
   int rc;
 
   *request = NULL;
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
-  if (n != 1) {
-    /* Verbs devices report maxRecvs 1, so NCCL never groups receives. */
-    if (!c->warned_multi++) RAIL_WARN("verbs: irecv with %d buffers on a maxRecvs=1 device", n);
-    return -EINVAL;
-  }
   w = rail_vt_req_get(c);
   if (w == NULL) return 0;
-  rc = rail_verbs_irecv(c->conn, data[0], sizes[0], mhandles[0], &w->r);
+  rc = rail_verbs_irecv(c->conn, data, size, mhandle, &w->r);
   if (rc != 0 || w->r == NULL) {
     rail_vt_req_put(w);
     return rc;
   }
-  w->nrecv = 1;
-  *request = w;
+  *request = &w->base;
   return 0;
 }
 
-int rail_vt_iflush(struct rail_vt_comm *c, int n, void **data, const int *sizes, void **mhandles,
-                   void **request) {
+static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mhandle,
+                          struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
-  int rc, bytes = 0;
-
-  *request = NULL;
-  for (int i = 0; i < n; i++)
-    bytes += sizes[i];
-  /* Only GPU memory written by the NIC needs the read-back. */
-  if (n != 1 || bytes == 0 || mhandles[0] == NULL ||
-      rail_verbs_mr_type(mhandles[0]) == RAIL_VERBS_MEM_HOST)
-    return 0;
-  w = rail_vt_req_get(c);
-  if (w == NULL) return 0;
-  rc = rail_verbs_iflush(c->conn, data[0], mhandles[0], &w->r);
-  if (rc != 0 || w->r == NULL) {
-    rail_vt_req_put(w);
-    return rc;
-  }
-  w->nrecv = 0;
-  *request = w;
-  return 0;
-}
-
-int rail_vt_test(void *request, int *done, int *sizes) {
-  struct rail_vt_req *w = request;
-  size_t size = 0;
   int rc;
 
-  rc = rail_verbs_test(w->r, done, &size);
+  *request = NULL;
+  /* Only GPU memory written by the NIC needs the read-back. */
+  if (size == 0 || mhandle == NULL || rail_verbs_mr_type(mhandle) == RAIL_VERBS_MEM_HOST) return 0;
+  w = rail_vt_req_get(c);
+  if (w == NULL) return 0;
+  rc = rail_verbs_iflush(c->conn, data, mhandle, &w->r);
+  if (rc != 0 || w->r == NULL) {
+    rail_vt_req_put(w);
+    return rc;
+  }
+  *request = &w->base;
+  return 0;
+}
+
+static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
+  struct rail_vt_req *w = (struct rail_vt_req *)request;
+  size_t sz = 0;
+  int rc;
+
+  rc = rail_verbs_test(w->r, done, &sz);
   if (rc != 0) {
     rail_vt_req_put(w);
     return rc;
   }
   if (*done) {
-    if (sizes != NULL) sizes[0] = (int)size;
+    if (size != NULL) *size = (int)sz;
     rail_vt_req_put(w);
   }
   return 0;
 }
+
+static int rail_vt_stats(struct rail_conn *conn, struct rail_net_stats *st) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+
+  memset(st, 0, sizeof(*st));
+  st->nrails = c->nrails;
+  for (int k = 0; k < c->nrails; k++)
+    st->rail_up[k] = rail_verbs_nic_is_up(c->nics[k]);
+  return 0;
+}
+
+/* Rails leave a verbs connection when their port goes down (async event),
+ * not on request. */
+static int rail_vt_rail_down(struct rail_conn *conn, int rail) { return -EOPNOTSUPP; }
+
+const struct rail_transport rail_transport_verbs = {
+    .name = "verbs",
+    .kind = RAIL_TRANSPORT_VERBS,
+    .data_streams = rail_vt_data_streams,
+    .start = rail_vt_start,
+    .step = rail_vt_step,
+    .close = rail_vt_close,
+    .ptr_support = rail_vt_ptr_support,
+    .reg_mr = rail_vt_reg_mr,
+    .reg_mr_dmabuf = rail_vt_reg_mr_dmabuf,
+    .dereg_mr = rail_vt_dereg_mr,
+    .isend = rail_vt_isend,
+    .irecv = rail_vt_irecv,
+    .iflush = rail_vt_iflush,
+    .test = rail_vt_test,
+    .stats = rail_vt_stats,
+    .rail_down = rail_vt_rail_down,
+};

@@ -205,6 +205,17 @@ static ncclResult_t rail_abi_reg_mr(void *comm, void *data, size_t size, int typ
   return rail_abi_result(rc);
 }
 
+/* NCCL calls it only where ptrSupport has NCCL_PTR_DMABUF (verbs with a
+ * working GPU probe). */
+static ncclResult_t rail_abi_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+                                           uint64_t offset, int fd, void **mhandle) {
+  void *h = NULL;
+  int rc = rail_net_reg_mr_dmabuf(comm, data, size, type, offset, fd, &h);
+
+  if (rc == 0) *mhandle = h;
+  return rail_abi_result(rc);
+}
+
 static ncclResult_t rail_abi_dereg_mr(void *comm, void *mhandle) {
   return rail_abi_result(rail_net_dereg_mr(comm, mhandle));
 }
@@ -264,12 +275,15 @@ static ncclResult_t rail_abi_irecv_v8(void *recv_comm, int n, void **data, int *
   return rail_abi_irecv(recv_comm, n, data, wide, tags, mhandles, NULL, request);
 }
 
-/* Host memory only (ptrSupport = HOST): NCCL never needs a flush, and a
- * NULL request means "already complete". */
+/* NULL request: nothing to flush (host memory, sockets); NCCL takes it as
+ * complete. */
 static ncclResult_t rail_abi_iflush(void *recv_comm, int n, void **data, int *sizes,
                                     void **mhandles, void **request) {
-  *request = NULL;
-  return ncclSuccess;
+  void *req = NULL;
+  int rc = rail_net_iflush(recv_comm, n, data, sizes, mhandles, &req);
+
+  *request = rc == 0 ? req : NULL;
+  return rail_abi_result(rc);
 }
 
 static ncclResult_t rail_abi_test(void *request, int *done, int *sizes) {
@@ -315,7 +329,7 @@ RAIL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .connect = rail_abi_connect_v11,
     .accept = rail_abi_accept,
     .regMr = rail_abi_reg_mr,
-    .regMrDmaBuf = NULL, /* ptrSupport has no DMABUF */
+    .regMrDmaBuf = rail_abi_reg_mr_dmabuf,
     .deregMr = rail_abi_dereg_mr,
     .isend = rail_abi_isend,
     .irecv = rail_abi_irecv,
@@ -340,7 +354,7 @@ RAIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     .connect = rail_abi_connect_v10,
     .accept = rail_abi_accept,
     .regMr = rail_abi_reg_mr,
-    .regMrDmaBuf = NULL,
+    .regMrDmaBuf = rail_abi_reg_mr_dmabuf,
     .deregMr = rail_abi_dereg_mr,
     .isend = rail_abi_isend,
     .irecv = rail_abi_irecv,
@@ -363,7 +377,7 @@ RAIL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     .connect = rail_abi_connect_v8,
     .accept = rail_abi_accept,
     .regMr = rail_abi_reg_mr,
-    .regMrDmaBuf = NULL,
+    .regMrDmaBuf = rail_abi_reg_mr_dmabuf,
     .deregMr = rail_abi_dereg_mr,
     .isend = rail_abi_isend_v9,
     .irecv = rail_abi_irecv_v9,
@@ -386,7 +400,7 @@ RAIL_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     .connect = rail_abi_connect_v8,
     .accept = rail_abi_accept,
     .regMr = rail_abi_reg_mr,
-    .regMrDmaBuf = NULL,
+    .regMrDmaBuf = rail_abi_reg_mr_dmabuf,
     .deregMr = rail_abi_dereg_mr,
     .isend = rail_abi_isend_v8,
     .irecv = rail_abi_irecv_v8,

@@ -1223,7 +1223,26 @@ static void multi_side(struct harness *h) {
   plugin_down(h);
 }
 
+/* no_devices: where the plugin has nothing to offer (NCCL_RAIL_TRANSPORT=
+ * verbs on a host without RDMA ports, an NCCL_RAIL_IFNAMES that matches
+ * nothing), init still succeeds with 0 devices, so that NCCL moves on to
+ * its other transports, and no device index is valid. */
+static void sc_no_devices_parent(struct harness *h) {
+  ncclNetProperties_v11_t p;
+  int ndev = -1;
+
+  h->dl = rail_nd_open(h->plugin, NULL, 0);
+  CHECK(h->dl != NULL);
+  if (h->dl == NULL || rail_nd_bind(&h->nd, h->dl, h->version) != 0) return;
+  CHECK_EQ_INT(rail_nd_init(&h->nd), ncclSuccess);
+  CHECK_EQ_INT(rail_nd_devices(&h->nd, &ndev), ncclSuccess);
+  CHECK_EQ_INT(ndev, 0);
+  CHECK(rail_nd_props(&h->nd, 0, &p) != ncclSuccess);
+  plugin_down(h);
+}
+
 static const struct scenario scenarios[] = {
+    {"no_devices", 0, sc_no_devices_parent, NULL, 0, 0},
     {"load", 0, sc_load_parent, NULL, 0, 0},
     {"props", 0, sc_props_parent, NULL, 0, 0},
     {"sizes", 1, sc_sizes_parent, sc_sizes_child, 0, 0},

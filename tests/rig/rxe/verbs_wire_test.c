@@ -20,7 +20,7 @@
  *               (hw_counters prove it) and both sides WARN naming the port
  *   bw          SIZE-byte messages, --iters of them, 32 in flight: MB/s
  *   bw1         the same with both ends driven by one thread (see run_bw1)
- *   transport   the engine-facing layer (rail_vt_*): side-channel exchange,
+ *   transport   rail_transport_verbs as setup.c drives it: side-channel exchange,
  *               NCCL-shaped isend/irecv/test, 0 B .. 1 MiB checked
  *
  * usage: verbs_wire_test MODE [--send rxe0[,rxe2]] [--recv rxe1[,rxe3]]
@@ -554,13 +554,15 @@ static int run_portdown(struct rail_verbs_conn *c, int is_sender, int fd) {
  * then NCCL-shaped calls (int sizes, NULL requests when full) move 200
  * messages of 0 B .. 1 MiB with 32 in flight, data checked. */
 static int run_transport(int is_sender, int fd, const char *devs) {
+  const struct rail_transport *t = &rail_transport_verbs;
   struct rail_link_setup links[RAIL_MAX_RAILS];
-  struct rail_vt_comm *vc;
+  struct rail_conn *vc;
   char buf_devs[128], *save = NULL, *tok;
   const char *ifnames[RAIL_MAX_RAILS];
   int nl = 0, rc, posted = 0, ndone = 0, total = 200;
   double deadline = now_s() + 60;
-  void *reqs[MAX_INFLIGHT] = {0}, *mh;
+  struct rail_xreq *reqs[MAX_INFLIGHT] = {0};
+  void *mh;
   uint8_t *buf;
 
   if (rail_vt_init() != 0) FAIL("rail_vt_init");
@@ -580,15 +582,16 @@ static int run_transport(int is_sender, int fd, const char *devs) {
          rail_vt_speed_mbps(ifnames, nl));
   if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) FAIL("O_NONBLOCK");
   links[0].ctl_fd = fd;
-  if (rail_vt_start(is_sender, links, nl, is_sender ? "receiver" : "sender", &vc) != 0)
-    FAIL("rail_vt_start");
-  if (!rail_vt_is_comm(vc)) FAIL("not a verbs comm");
-  while ((rc = rail_vt_step(vc)) == -EAGAIN)
+  if (t->data_streams(10000, nl) != 0) FAIL("verbs asks setup for data sockets");
+  if (t->start(is_sender, links, nl, is_sender ? "receiver" : "sender", &vc) != 0)
+    FAIL("start");
+  if (vc->t != t) FAIL("not a verbs comm");
+  while ((rc = t->step(vc)) == -EAGAIN)
     if (now_s() > deadline) FAIL("exchange not done");
   if (rc != 0) FAIL("exchange: %s", strerror(-rc));
   buf = aligned_alloc(4096, (size_t)MAX_INFLIGHT << 20);
   if (buf == NULL ||
-      rail_vt_reg_mr(vc, buf, (size_t)MAX_INFLIGHT << 20, RAIL_VERBS_MEM_HOST, &mh) != 0)
+      t->reg_mr(vc, buf, (size_t)MAX_INFLIGHT << 20, RAIL_VERBS_MEM_HOST, &mh) != 0)
     FAIL("reg_mr");
   while (ndone < total) {
     int slot = ndone % 32, size;
@@ -600,24 +603,21 @@ static int run_transport(int is_sender, int fd, const char *devs) {
       int ps = posted % 32;
       uint8_t *pp = buf + ((size_t)ps << 20);
       size_t sz = posted % 7 == 0 ? 0 : sched_size(posted) % (1u << 20);
-      void **data = (void **)&pp;
       if (is_sender) {
         fill(pp, sz, (uint32_t)posted);
-        rc = rail_vt_isend(vc, pp, sz, 0, mh, &reqs[ps]);
+        rc = t->isend(vc, pp, sz, 0, mh, &reqs[ps]);
       } else {
-        size_t cap = 1u << 20;
-        int tag = 0;
-        rc = rail_vt_irecv(vc, 1, data, &cap, &tag, &mh, &reqs[ps]);
+        rc = t->irecv(vc, pp, 1u << 20, 0, mh, &reqs[ps]);
       }
       if (rc != 0) FAIL("post: %s", strerror(-rc));
       if (reqs[ps] == NULL) break;
-      if (!rail_vt_is_req(reqs[ps])) FAIL("not a verbs request");
+      if (reqs[ps]->t != t) FAIL("not a verbs request");
       posted++;
     }
     {
       int done = 0;
       size = -1;
-      rc = rail_vt_test(reqs[slot], &done, &size);
+      rc = t->test(reqs[slot], &done, &size);
       if (rc != 0) FAIL("test: %s", strerror(-rc));
       if (!done) continue;
     }
@@ -628,17 +628,15 @@ static int run_transport(int is_sender, int fd, const char *devs) {
     ndone++;
   }
   {
-    void *f = (void *)1;
-    int sz = 4096;
-    void *d = buf;
-    if (!is_sender && (rail_vt_iflush(vc, 1, &d, &sz, &mh, &f) != 0 || f != NULL))
+    struct rail_xreq *f = (struct rail_xreq *)1;
+    if (!is_sender && (t->iflush(vc, buf, 4096, mh, &f) != 0 || f != NULL))
       FAIL("host-memory iflush should complete at once");
   }
-  rail_vt_dereg_mr(vc, mh);
-  rail_vt_close(vc);
+  t->dereg_mr(vc, mh);
+  t->close(vc);
   rail_vt_fini();
   free(buf);
-  printf("[%s] transport: %d messages through rail_vt_*, sizes and data checked\n", role, total);
+  printf("[%s] transport: %d messages through rail_transport_verbs, sizes and data checked\n", role, total);
   return 0;
 }
 

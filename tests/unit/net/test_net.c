@@ -482,17 +482,33 @@ TEST(test_props) {
   CHECK_EQ_INT(rail_net_get_props(nt_dev2, &p), 0);
 }
 
+/* Sockets: host memory registers (on either comm), GPU memory and dmabufs
+ * do not, iflush has nothing to do; calls on no comm are refused. */
 TEST(test_reg_mr) {
-  void *mh = NULL;
+  struct nt_pair p;
+  void *mh = NULL, *req = (void *)1, *data;
   char buf[64];
+  int size = 64;
 
   nt_setup();
-  CHECK_EQ_INT(rail_net_reg_mr(NULL, buf, sizeof(buf), RAIL_NET_PTR_HOST, &mh), 0);
-  CHECK(mh != NULL);
-  CHECK_EQ_INT(rail_net_dereg_mr(NULL, mh), 0);
-  mh = NULL;
-  CHECK_EQ_INT(rail_net_reg_mr(NULL, buf, sizeof(buf), 2 /* CUDA */, &mh), -EINVAL);
-  CHECK(mh == NULL);
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  for (int i = 0; i < 2; i++) {
+    void *comm = i == 0 ? p.sc : p.rc;
+    mh = NULL;
+    CHECK_EQ_INT(rail_net_reg_mr(comm, buf, sizeof(buf), RAIL_NET_PTR_HOST, &mh), 0);
+    CHECK(mh != NULL);
+    CHECK_EQ_INT(rail_net_dereg_mr(comm, mh), 0);
+    mh = NULL;
+    CHECK_EQ_INT(rail_net_reg_mr(comm, buf, sizeof(buf), 2 /* CUDA */, &mh), -EINVAL);
+    CHECK(mh == NULL);
+    CHECK_EQ_INT(rail_net_reg_mr_dmabuf(comm, buf, sizeof(buf), 2, 0, 3, &mh), -EINVAL);
+    CHECK(mh == NULL);
+  }
+  data = buf;
+  CHECK_EQ_INT(rail_net_iflush(p.rc, 1, &data, &size, &mh, &req), 0);
+  CHECK(req == NULL);
+  CHECK_EQ_INT(rail_net_reg_mr(NULL, buf, sizeof(buf), RAIL_NET_PTR_HOST, &mh), -EINVAL);
+  nt_close(&p);
 }
 
 /* ---- data path over one loopback rail ------------------------------------------------------ */
