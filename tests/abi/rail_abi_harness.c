@@ -8,6 +8,10 @@
  *
  * usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario NAME
  *                         [--seed N] [--path ABSOLUTE_SO_PATH]
+ *                         [--peer-netns NAME] [--peer-ifnames LIST]
+ * --peer-netns / --peer-ifnames put the forked sender on another "node":
+ * another network namespace (tests/rig/dualrail.sh), or other interfaces
+ * of this host (the rxe rig, where RDMA works in one namespace only).
  * Exit status: 0 pass, 1 a check failed, 2 usage, 77 skipped (a scenario
  * that needs a private network namespace, without CAP_SYS_ADMIN). */
 #define _GNU_SOURCE
@@ -47,6 +51,7 @@ struct harness {
   const char *plugin;
   const char *so_path;
   const char *peer_netns; /* the child's network namespace (--peer-netns) */
+  const char *peer_ifnames; /* the child's NCCL_RAIL_IFNAMES (--peer-ifnames) */
   int version;
   uint64_t seed;
   void *dl;
@@ -1285,7 +1290,7 @@ static int enter_netns(const char *name) {
 
 static int usage(void) {
   fprintf(stderr, "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario "
-                  "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME]\nscenarios:");
+                  "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST]\nscenarios:");
   for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
     fprintf(stderr, " %s", scenarios[i].name);
   fprintf(stderr, "\n");
@@ -1308,6 +1313,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--seed") == 0) h.seed = strtoull(argv[i + 1], NULL, 0);
     else if (strcmp(argv[i], "--path") == 0) h.so_path = argv[i + 1];
     else if (strcmp(argv[i], "--peer-netns") == 0) h.peer_netns = argv[i + 1];
+    else if (strcmp(argv[i], "--peer-ifnames") == 0) h.peer_ifnames = argv[i + 1];
     else return usage();
   }
   if (argc % 2 == 0 || h.plugin == NULL || name == NULL || h.version < 8 || h.version > 11)
@@ -1338,6 +1344,9 @@ int main(int argc, char **argv) {
       h.child = 1;
       snprintf(label, sizeof(label), "v%d.%s/child", h.version, sc->name);
       if (h.peer_netns != NULL && enter_netns(h.peer_netns) != 0) _exit(1);
+      /* Another "node" on the same host: its own NICs (the rxe rig's
+       * sender side), read by the plugin at its init, after the fork. */
+      if (h.peer_ifnames != NULL) setenv("NCCL_RAIL_IFNAMES", h.peer_ifnames, 1);
       sc->child(&h);
       fflush(stdout);
       fflush(stderr);
