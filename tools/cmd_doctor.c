@@ -2,16 +2,22 @@
  * before a job: link state and speed of every NIC, MTU agreement inside a
  * rail, interfaces the plugin will use that share one subnet without the
  * ARP/rp_filter settings that keep traffic on its own NIC, NUMA placement,
- * and NCCL variables that are no longer needed or that switch the tuner off. */
+ * which transport will carry the data (RDMA ports that exist but will not
+ * be used are the classic "why is my job at TCP speed"), and NCCL variables
+ * that are no longer needed or that switch the tuner off. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "net/ifaces.h"
+#include "net/verbs_api.h"
+#include "net/verbs_dev.h"
 #include "plugin/param.h"
 #include "tools/cli.h"
 #include "topology/topo.h"
@@ -225,12 +231,94 @@ static void rail_doctor_rails(struct rail_doctor *d, const struct rail_topo *t) 
                         t->groups[g].numa, t->gpus[k].numa);
 }
 
+/* Every port of <sysfs root>/sys/class/infiniband as "dev/port STATE",
+ * comma-separated; returns the number of devices. */
+static int rail_doctor_rdma_ports(char *out, size_t len) {
+  char path[512];
+  struct dirent *e;
+  DIR *dir;
+  size_t off = 0;
+  int n = 0;
+
+  out[0] = '\0';
+  /* path < 512 and a name < 256 always fit ports_dir and state_path. */
+  rail_doctor_sysfs(path, sizeof(path), "%s", "/sys/class/infiniband");
+  dir = opendir(path);
+  if (dir == NULL) return 0;
+  while ((e = readdir(dir)) != NULL) {
+    char ports_dir[800];
+    struct dirent *p;
+    DIR *pd;
+
+    if (e->d_name[0] == '.') continue;
+    n++;
+    snprintf(ports_dir, sizeof(ports_dir), "%s/%s/ports", path, e->d_name);
+    pd = opendir(ports_dir);
+    while (pd != NULL && (p = readdir(pd)) != NULL) {
+      char state_path[1080], state[64] = "?", *word;
+      FILE *f;
+
+      if (p->d_name[0] == '.') continue;
+      snprintf(state_path, sizeof(state_path), "%s/%s/state", ports_dir, p->d_name);
+      f = fopen(state_path, "r");
+      if (f != NULL) {
+        if (fgets(state, sizeof(state), f) == NULL) snprintf(state, sizeof(state), "?");
+        fclose(f);
+      }
+      state[strcspn(state, "\n")] = '\0';
+      word = strchr(state, ' '); /* "4: ACTIVE" */
+      if (off < len)
+        off += (size_t)snprintf(out + off, len - off, "%s%s/%s %s", off ? ", " : "", e->d_name,
+                                p->d_name, word != NULL ? word + 1 : state);
+    }
+    if (pd != NULL) closedir(pd);
+  }
+  closedir(dir);
+  return n;
+}
+
+/* What the plugin's transport choice will be, and why. */
+static void rail_doctor_transport(struct rail_doctor *d) {
+  const char *setting = rail_param_str(RAIL_PARAM_TRANSPORT);
+  struct rail_verbs_port *ports = calloc(RAIL_VERBS_MAX_PORTS, sizeof(*ports));
+  int n = 0, ndevs, forced = strcasecmp(setting, "verbs") == 0;
+  char states[512];
+
+  if (ports == NULL) return;
+  ndevs = rail_doctor_rdma_ports(states, sizeof(states));
+  if (ndevs > 0 && rail_verbs_discover(rail_verbs_api_get(), ports, RAIL_VERBS_MAX_PORTS, &n) != 0)
+    n = 0;
+  if (strcasecmp(setting, "socket") == 0) {
+    if (n > 0)
+      rail_doctor_say(d, 1, "transport", "NCCL_RAIL_TRANSPORT=socket leaves %d usable RDMA port(s) "
+                      "idle (%s): the data goes over TCP", n, states);
+    else
+      rail_doctor_say(d, 0, "transport", "sockets (NCCL_RAIL_TRANSPORT=socket)");
+  } else if (n > 0) {
+    for (int i = 0; i < n; i++)
+      rail_doctor_say(d, 0, "transport", "verbs: %s port %d, %s, %d Mbps, netdev %s, GID index %d (%s)",
+                      ports[i].dev, ports[i].port, rail_verbs_link_name(ports[i].link),
+                      ports[i].speed_mbps, ports[i].netdev[0] ? ports[i].netdev : "none",
+                      ports[i].gid_index, ports[i].gid_why);
+  } else if (ndevs > 0) {
+    rail_doctor_say(d, forced ? 2 : 1, "transport", "RDMA present but no port usable by verbs (%s): "
+                    "a port must be ACTIVE, libibverbs.so.1 and its provider installed, "
+                    "/dev/infiniband/uverbs* present, and a RoCE port needs a RoCE v2 GID of its "
+                    "netdev (NCCL_DEBUG=INFO gives each port's reason); the data goes over TCP",
+                    states);
+  } else {
+    rail_doctor_say(d, forced ? 2 : 0, "transport", "sockets: this host has no RDMA device%s",
+                    forced ? ", but NCCL_RAIL_TRANSPORT=verbs: the plugin offers no devices" : "");
+  }
+  free(ports);
+}
+
 int rail_cmd_doctor(int argc, char **argv) {
   struct rail_doctor d = {0, 0};
   const struct rail_topo *t;
 
   if (argc > 1) {
-    printf("usage: nccl-rail doctor\n  checks NICs, rails, subnets, NUMA placement and NCCL variables;\n"
+    printf("usage: nccl-rail doctor\n  checks NICs, rails, subnets, NUMA placement, the transport (RDMA or TCP)\n  and NCCL variables;\n"
            "  exits 1 if a check fails\n");
     return strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }
@@ -240,6 +328,7 @@ int rail_cmd_doctor(int argc, char **argv) {
   rail_doctor_nics(&d, t);
   rail_doctor_subnets(&d);
   rail_doctor_rails(&d, t);
+  rail_doctor_transport(&d);
   printf("%d warnings, %d failures\n", d.warn, d.fail);
   return d.fail ? 1 : 0;
 }
