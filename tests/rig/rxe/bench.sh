@@ -73,7 +73,7 @@ ours() { # size qps iters
 plugin() { # size
 	local hf=/tmp/rail-bench.handle js=/tmp/rail-bench.json
 	local -a common=(--json --no-raw --no-iperf3 --no-twoway --min-bytes "$1" --max-bytes "$1"
-		--window 32 --seconds 2 --lat-iters 10)
+		--window 32 --seconds 5 --lat-iters 10)
 	rm -f "$hf" "$js"
 	NCCL_RAIL_TRANSPORT=verbs NCCL_RAIL_IFNAMES=va1 timeout 200 "$cli" bench --listen \
 		--oob-addr 127.0.0.1 --handle-file "$hf" "${common[@]}" > "$js" 2>/dev/null &
