@@ -247,7 +247,7 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
   memset(&cfg, 0, sizeof(cfg));
   cfg.nrails = nlinks;
   memcpy(cfg.nics, c->nics, sizeof(cfg.nics));
-  cfg.qps_per_rail = 1;
+  cfg.qps_per_rail = (int)rail_param_int(RAIL_PARAM_QPS_PER_RAIL);
   cfg.peer = c->peer;
   cfg.timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
   cfg.watch_fd = links[0].ctl_fd; /* EOF on it: the peer process is gone */

@@ -926,7 +926,8 @@ int rail_verbs_conn_connect(struct rail_verbs_conn *c, const void *peer_info, si
   p = rail_get64(p, &fifo);
   if (role == c->is_sender) goto bad_info;
   if (nrails != c->nrails || qps != c->qps) {
-    RAIL_WARN("verbs: peer %s has %d rails x %d QPs, this side %d x %d; the engine must match them",
+    RAIL_WARN("verbs: peer %s has %d rails x %d QPs, this side %d x %d; set NCCL_RAIL_QPS_PER_RAIL "
+              "alike on every node",
               c->peer, nrails, qps, c->nrails, c->qps);
     return -EPROTO;
   }

@@ -56,6 +56,9 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
                               "auto, socket or verbs"},
     [RAIL_PARAM_GID_INDEX] = {"NCCL_RAIL_GID_INDEX", RAIL_PARAM_T_INT, "-1", -1, 255,
                               "RoCE GID index; -1 = choose RoCE v2 IPv4-mapped automatically"},
+    [RAIL_PARAM_QPS_PER_RAIL] = {"NCCL_RAIL_QPS_PER_RAIL", RAIL_PARAM_T_INT, "1", 1, 4,
+                                 "verbs: RC queue pairs per rail per connection (a message's "
+                                 "share of a rail is split over them)"},
 };
 
 struct rail_param_val {

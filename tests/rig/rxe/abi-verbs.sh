@@ -32,7 +32,8 @@ grep -E '^(ok|FAIL|SKIP) ' "$log"
 [ $rc -ne 0 ] && { grep -E 'WARN|FAIL|failed' "$log" | head -20; exit $rc; }
 case $scenario in
 	load | props) grep -q 'transport: verbs' "$log" ;;
-	*) grep -q 'verbs: recv connected' "$log" && grep -q ' over verbs: ' "$log" ;;
+	*) grep -q "verbs: recv connected .* x ${NCCL_RAIL_QPS_PER_RAIL:-1} QP(s)" "$log" &&
+		grep -q ' over verbs: ' "$log" ;;
 esac || { echo "abi-verbs: the plugin did not use verbs (no verbs connection in the log)"; exit 1; }
 if [ $dual = 1 ]; then
 	a1=$(sent rxe0) b1=$(sent rxe2)
