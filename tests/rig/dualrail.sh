@@ -531,10 +531,11 @@ cmd_run_abi() {
   # Every scenario on the newest ABI; the oldest and middle ones on the
   # transfer scenarios, where the version adapters carry data. Not load
   # (no peer) nor partition, which makes a private namespace of its own to
-  # cut: across the rig, run-failover --rail all is that scenario.
+  # cut: across the rig, run-failover --rail all is that scenario. Nor
+  # no_devices, which needs a plugin with nothing to offer (abi.*.no_rdma).
   local -a runs=()
   for sc in "${scenarios[@]}"; do
-    [[ $sc == load || $sc == partition ]] || runs+=("11 $sc")
+    [[ $sc == load || $sc == partition || $sc == no_devices ]] || runs+=("11 $sc")
   done
   for v in 8 9 10; do
     runs+=("$v sizes" "$v inflight")
