@@ -198,6 +198,8 @@ struct rail_comm {
   int warned_stream; /* one WARN per comm for stream failures, then INFO */
   uint64_t last_progress_ns;
   struct rail_comm *watch_next, *watch_prev; /* the watcher's list (watch.c) */
+  int wake_fd; /* eventfd ending the caller's nap in test(); -1 if none */
+  int napping; /* atomic: the caller naps in test() (engine.c, rail_engine_nap) */
 };
 
 /* Streams setup hands to a transport's start(): fds already connected and

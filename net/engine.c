@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* ppoll */
 /* The engine: requests, message matching, striping over rails, failover and
  * completion. It knows streams only as "control" and "data" (comm.h); the
  * TCP specifics live in chan.c (control) and stream.c (data threads).
@@ -24,9 +25,11 @@
  * on the control stream, or no stream left at all, fails the connection. */
 #include <errno.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -42,6 +45,9 @@
 #define RAIL_MAX_CHUNK_LEN (1u << 30)
 /* Bytes the rails move between two weight updates. */
 #define RAIL_ADAPT_BYTES (16ull << 20)
+/* test()'s nap during bulk transfers: from what size, and how long at most. */
+#define RAIL_NAP_MIN_BYTES (160u << 10)
+#define RAIL_NAP_MAX_NS 100000l
 
 uint64_t rail_now_ns(void) {
   struct timespec ts;
@@ -94,6 +100,13 @@ static void rail_req_complete(struct rail_comm *c, struct rail_req *r, int err) 
   r->error = err;
   r->state = RAIL_REQ_COMPLETE;
   __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+  /* The caller sleeps in test() (rail_engine_nap): end its nap. */
+  if (__atomic_load_n(&c->napping, __ATOMIC_ACQUIRE) && c->wake_fd >= 0) {
+    uint64_t one = 1;
+    if (write(c->wake_fd, &one, sizeof(one)) < 0) {
+      /* EAGAIN: the counter is full of wakes already. */
+    }
+  }
 }
 
 static int rail_pending(const struct rail_comm *c) {
@@ -419,7 +432,7 @@ static int rail_ensure_chunks(struct rail_req *r, uint32_t n) {
 }
 
 static void rail_schedule(struct rail_comm *c, struct rail_req *r) {
-  int live[RAIL_MAX_RAILS], nlive = 0, streams = 0, rc;
+  int live[RAIL_MAX_RAILS], nlive = 0, streams = 0, whole, rail = -1, per, rc;
   size_t chunk, min_chunk = RAIL_MIN_CHUNK < c->chunk_max ? RAIL_MIN_CHUNK : c->chunk_max;
   uint32_t n;
 
@@ -432,9 +445,18 @@ static void rail_schedule(struct rail_comm *c, struct rail_req *r) {
     rail_engine_fail(c, -ENETDOWN, "no data stream left to send on");
     return;
   }
-  /* A few chunks per stream, so that a rail that finishes early has
-   * something to take from a slower one. */
-  chunk = r->size / (4 * (size_t)(streams > 0 ? streams : 1));
+  whole = r->size < c->min_stripe || nlive == 1;
+  if (whole) {
+    rail = rail_pick_rail(c);
+    streams = c->rails[rail].live;
+  }
+  /* Striped over rails: a few chunks per stream, so that a rail that
+   * finishes early has something to take from a slower one. On one rail
+   * the streams pull from one queue: two per stream balance them, and a
+   * single stream gains nothing from cutting, while every chunk costs its
+   * data threads two hand-offs on each side. */
+  per = !whole ? 4 : streams > 1 ? 2 : 1;
+  chunk = r->size / ((size_t)per * (size_t)(streams > 0 ? streams : 1));
   chunk = (chunk + RAIL_UNIT - 1) / RAIL_UNIT * RAIL_UNIT;
   if (chunk < min_chunk)
     chunk = min_chunk;
@@ -458,8 +480,7 @@ static void rail_schedule(struct rail_comm *c, struct rail_req *r) {
   }
   r->nchunks = n;
   r->state = RAIL_REQ_SENDING;
-  if (r->size < c->min_stripe || nlive == 1) {
-    int rail = rail_pick_rail(c);
+  if (whole) {
     for (uint32_t i = 0; i < n; i++) {
       r->chunks[i].pinned = nlive > 1;
       rail_queue_push(&c->rails[rail], &r->chunks[i], 0);
@@ -903,41 +924,88 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
   return 0;
 }
 
+/* How long test() may nap for r, its lock held: -1 not at all, 0 just
+ * yield, else nanoseconds. Messages that data threads move get the CPU
+ * handed to those threads rather than spun against (it matters where cores
+ * are few); small ones are not moved by threads, and their latency is not
+ * touched. Up to 160 KiB, whose data threads finish within microseconds, a
+ * yield per test keeps the reaction immediate (a timer costs more than it
+ * saves). Above, only the comm's oldest pending request naps, so that a
+ * caller testing a window of requests in turn sleeps once per pass and
+ * reposts as soon as one completes, rather than once per request before it
+ * gets back to posting. The nap is the time the message needs at 4 GB/s,
+ * at most 100 us, which bounds what other comms of the same caller wait;
+ * it ends early when a request of the comm completes or a control record
+ * arrives (rail_engine_nap), so this comm loses nothing to its length. */
+static long rail_nap_ns(struct rail_comm *c, const struct rail_req *r) {
+  const struct rail_req *prev = rail_slot(c, r->seq - 1);
+  size_t bytes = c->is_send || r->msg_size == 0 ? r->size : r->msg_size;
+
+  if (r->state != RAIL_REQ_SENDING && r->state != RAIL_REQ_RECEIVING)
+    return -1;
+  if (bytes < RAIL_NAP_MIN_BYTES)
+    return 0;
+  if (r->seq > 0 && prev->seq == r->seq - 1 && prev->state != RAIL_REQ_FREE &&
+      prev->state != RAIL_REQ_COMPLETE)
+    return -1;
+  return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
+}
+
+/* Sleeps up to nap_ns, or until a request of c completes (its data thread
+ * writes wake_fd while `napping` is up) or the control stream has records
+ * to read. The lock is held on entry and dropped. The control stream is
+ * left out while the record stage is full (a record waits for its irecv),
+ * or it would be readable all along. */
+static void rail_engine_nap(struct rail_comm *c, long nap_ns) {
+  struct rail_stream *ctl = &c->rails[c->chan.cur].ctl;
+  struct pollfd p[2];
+  struct timespec ts = {0, nap_ns};
+  nfds_t n = 0;
+
+  if (c->wake_fd >= 0) {
+    p[n].fd = c->wake_fd;
+    p[n++].events = POLLIN;
+  }
+  if (!ctl->dead && ctl->fd >= 0 && c->chan.stage_len < c->chan.stage_cap) {
+    p[n].fd = ctl->fd;
+    p[n++].events = POLLIN;
+  }
+  __atomic_store_n(&c->napping, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&c->mu);
+  if (ppoll(p, n, &ts, NULL) > 0 && c->wake_fd >= 0 && (p[0].revents & POLLIN)) {
+    uint64_t v;
+    if (read(c->wake_fd, &v, sizeof(v)) < 0) {
+      /* EAGAIN: another wake was drained already; nothing to do. */
+    }
+  }
+  __atomic_store_n(&c->napping, 0, __ATOMIC_RELEASE);
+}
+
 int rail_engine_test(struct rail_req *r, int *done, int *size) {
   struct rail_comm *c = r->comm;
   int rc;
   size_t sz;
 
   if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
-    int bulk = 1;
     /* Stand aside while a data thread wants the lock: this is polled. */
     if (__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) == 0) {
+      long nap_ns;
+
       pthread_mutex_lock(&c->mu);
       if (r->state != RAIL_REQ_FREE)
         rail_engine_progress(c);
-      bulk = r->state == RAIL_REQ_SENDING || r->state == RAIL_REQ_RECEIVING;
-      pthread_mutex_unlock(&c->mu);
+      nap_ns = rail_nap_ns(c, r);
+      if (nap_ns > 0 && !__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
+        rail_engine_nap(c, nap_ns);
+      } else {
+        pthread_mutex_unlock(&c->mu);
+        if (nap_ns == 0)
+          sched_yield();
+      }
+    } else {
+      sched_yield();
     }
     if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
-      /* The data threads are moving this message: give them the CPU rather
-       * than spin against them (it matters where cores are few; where they
-       * are not, yielding returns at once). Small messages are not moved by
-       * threads, and their latency is not touched. */
-      if (bulk) {
-        /* A yield returns at once when the scheduler has nobody else on
-         * this core's queue, so the poller would still eat a core that the
-         * data threads need. A short sleep hands it over; it is scaled to
-         * the message (about a quarter of its time at 4 GB/s, at most
-         * 100 us) so that mid-size messages are not slowed by it. */
-        size_t bytes = c->is_send || r->msg_size == 0 ? r->size : r->msg_size;
-        long nap_ns = (long)(bytes / 16) > 100000 ? 100000 : (long)(bytes / 16);
-        if (nap_ns >= 10000) {
-          struct timespec nap = {0, nap_ns};
-          nanosleep(&nap, NULL);
-        } else {
-          sched_yield();
-        }
-      }
       *done = 0;
       return 0;
     }
@@ -988,6 +1056,8 @@ int rail_engine_create(int is_send, const struct rail_link_setup *links, int nli
   }
   c->base.t = &rail_transport_socket;
   c->is_send = is_send;
+  /* Without it test() naps its full time; nothing else changes. */
+  c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   snprintf(c->peer, sizeof(c->peer), "%s", peer);
   c->inline_max = (size_t)rail_param_int(RAIL_PARAM_INLINE_BYTES);
   c->chunk_max = (size_t)(chunk / RAIL_UNIT * RAIL_UNIT);
@@ -1083,6 +1153,8 @@ void rail_engine_destroy(struct rail_comm *c) {
     free(c->reqs[i].bits);
   }
   rail_chan_free(c);
+  if (c->wake_fd >= 0)
+    close(c->wake_fd);
   pthread_cond_destroy(&c->work);
   pthread_mutex_destroy(&c->mu);
   free(c);
