@@ -18,6 +18,10 @@ else
 fi
 (cd "$build" && ctest --output-on-failure --timeout 600)
 
+# Release (-O3) sees format truncations the default build does not: users
+# build that way, so it must compile with warnings as errors too.
+RAIL_BUILD_DIR=${build}-release scripts/build.sh -DCMAKE_BUILD_TYPE=Release
+
 # Sanitizers catch what a green run hides: leaks, overflows, UB.
 RAIL_BUILD_DIR=${build}-asan scripts/build.sh -DRAIL_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
 (cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -241,7 +241,7 @@ static const char *num_str(double v, char *buf, size_t len) {
 static void print_text_coll(const struct rail_tuner_shape *s, int coll,
                             const struct rail_tuner_rules *rules) {
   struct plan_row row;
-  char sz[32], cell[40], t[24], b[24];
+  char sz[32], cell[64], t[24], b[24];
 
   printf("\n%s: time us / busbw GB/s of each candidate, * = chosen\n", rail_tuner_coll_name(coll));
   if (plan_row(s, coll, 8, rules, &row) != 0) {

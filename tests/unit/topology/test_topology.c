@@ -974,7 +974,7 @@ TEST(live_discovery_on_this_machine) {
 TEST(live_hwloc_walker_agrees_with_the_export_reader) {
   static const char *const files[] = {"hwloc-nvidia-dgx2.xml", "hwloc-2numa-3gpu-2nic.xml"};
   for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
-    char src[PATH_MAX], copy[PATH_MAX], *text, *v;
+    char src[PATH_MAX], copy[PATH_MAX + 16], *text, *v;
     struct rail_topo *live = NULL, *file = load_fixture("", files[f], NULL);
     /* An empty /sys for the NIC reads: this compares the PCI part. */
     const char *root = make_tree_text("sys/class/net/\n");
