@@ -47,6 +47,7 @@
 #define RAIL_ADAPT_BYTES (16ull << 20)
 /* test()'s nap during bulk transfers: from what size, and how long at most. */
 #define RAIL_NAP_MIN_BYTES (160u << 10)
+#define RAIL_NAP_FULL_BYTES (4u << 20)
 #define RAIL_NAP_MAX_NS 100000l
 
 uint64_t rail_now_ns(void) {
@@ -925,29 +926,50 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
 }
 
 /* How long test() may nap for r, its lock held: -1 not at all, 0 just
- * yield, else nanoseconds. Messages that data threads move get the CPU
- * handed to those threads rather than spun against (it matters where cores
- * are few); small ones are not moved by threads, and their latency is not
- * touched. Up to 160 KiB, whose data threads finish within microseconds, a
- * yield per test keeps the reaction immediate (a timer costs more than it
- * saves). Above, only the comm's oldest pending request naps, so that a
- * caller testing a window of requests in turn sleeps once per pass and
- * reposts as soon as one completes, rather than once per request before it
- * gets back to posting. The nap is the time the message needs at 4 GB/s,
- * at most 100 us, which bounds what other comms of the same caller wait;
- * it ends early when a request of the comm completes or a control record
- * arrives (rail_engine_nap), so this comm loses nothing to its length. */
-static long rail_nap_ns(struct rail_comm *c, const struct rail_req *r) {
+ * yield, else nanoseconds; *wakeable says whether a completion or a control
+ * record may end the nap early (rail_engine_nap). Messages that data threads
+ * move get the CPU handed to those threads rather than spun against (it
+ * matters where cores are few); small ones are not moved by threads, and
+ * their latency is not touched.
+ *  - up to 160 KiB, whose data threads finish within microseconds, a yield
+ *    per test keeps the reaction immediate (a timer costs more than it saves);
+ *  - up to 4 MiB, only the comm's oldest pending request naps, so that a
+ *    caller testing a window of requests in turn sleeps once per pass and
+ *    reposts as soon as one completes; the nap is the message's time at
+ *    4 GB/s (at most 100 us) and ends early on a completion or a record;
+ *  - from 4 MiB every test naps a quarter of that, to the end: the data
+ *    threads need the cores for long stretches, and early wake-ups cost
+ *    them more than they save (one-way 4-16 MiB on 2 cores: about 1.0 of raw
+ *    TCP this way, 0.75 with the early-waking nap; docs/performance.md). */
+static long rail_nap_plain_ns(size_t bytes) {
+  return bytes / 16 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 16);
+}
+
+/* ns > 0: sleep that long; 0: yield; < 0: nothing. */
+static void rail_nap_sleep(long ns) {
+  if (ns > 0) {
+    struct timespec nap = {0, ns};
+    nanosleep(&nap, NULL);
+  } else if (ns == 0) {
+    sched_yield();
+  }
+}
+
+static long rail_nap_ns(struct rail_comm *c, const struct rail_req *r, int *wakeable) {
   const struct rail_req *prev = rail_slot(c, r->seq - 1);
   size_t bytes = c->is_send || r->msg_size == 0 ? r->size : r->msg_size;
 
+  *wakeable = 0;
   if (r->state != RAIL_REQ_SENDING && r->state != RAIL_REQ_RECEIVING)
     return -1;
   if (bytes < RAIL_NAP_MIN_BYTES)
     return 0;
+  if (bytes >= RAIL_NAP_FULL_BYTES)
+    return rail_nap_plain_ns(bytes);
   if (r->seq > 0 && prev->seq == r->seq - 1 && prev->state != RAIL_REQ_FREE &&
       prev->state != RAIL_REQ_COMPLETE)
     return -1;
+  *wakeable = 1;
   return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
 }
 
@@ -990,20 +1012,23 @@ int rail_engine_test(struct rail_req *r, int *done, int *size) {
     /* Stand aside while a data thread wants the lock: this is polled. */
     if (__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) == 0) {
       long nap_ns;
+      int wakeable;
 
       pthread_mutex_lock(&c->mu);
       if (r->state != RAIL_REQ_FREE)
         rail_engine_progress(c);
-      nap_ns = rail_nap_ns(c, r);
-      if (nap_ns > 0 && !__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
+      nap_ns = rail_nap_ns(c, r, &wakeable);
+      if (nap_ns > 0 && wakeable && !__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
         rail_engine_nap(c, nap_ns);
       } else {
         pthread_mutex_unlock(&c->mu);
-        if (nap_ns == 0)
-          sched_yield();
+        if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
+          rail_nap_sleep(nap_ns);
       }
     } else {
-      sched_yield();
+      /* A data thread wants the lock: hand it the core, as a bulk test
+       * would (r->size is fixed once posted, so it is read unlocked). */
+      rail_nap_sleep(r->size >= RAIL_NAP_MIN_BYTES ? rail_nap_plain_ns(r->size) : 0);
     }
     if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
       *done = 0;
