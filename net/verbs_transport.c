@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "net/verbs_dev.h"
@@ -125,10 +126,12 @@ struct rail_vt_req {
   int used;
   struct rail_vt_comm *comm;
   struct rail_verbs_req *r;
+  size_t bytes; /* what it moves (send size, receive capacity) */
 };
 
 struct rail_vt_comm {
   struct rail_conn base; /* first: see net/transport.h */
+  int speed_mbps; /* the rails' ports, summed */
   int is_send;
   int state;
   int err;
@@ -238,6 +241,7 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
   c->nrails = nlinks;
   for (int r = 0; r < nlinks; r++) {
     c->nics[r] = rail_vt_nic_for(links[r].ifname);
+    if (c->nics[r] != NULL) c->speed_mbps += rail_verbs_nic_port(c->nics[r])->speed_mbps;
     if (c->nics[r] == NULL) {
       RAIL_WARN("verbs: %s has no RDMA port for connection to %s", links[r].ifname, c->peer);
       rc = -ENODEV;
@@ -399,6 +403,7 @@ static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int ta
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
   w = rail_vt_req_get(c);
   if (w == NULL) return 0; /* all slots busy: NCCL retries */
+  w->bytes = size;
   rc = rail_verbs_isend(c->conn, data, size, mhandle, &w->r);
   if (rc != 0 || w->r == NULL) {
     rail_vt_req_put(w);
@@ -418,6 +423,7 @@ static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int ta
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
   w = rail_vt_req_get(c);
   if (w == NULL) return 0;
+  w->bytes = size;
   rc = rail_verbs_irecv(c->conn, data, size, mhandle, &w->r);
   if (rc != 0 || w->r == NULL) {
     rail_vt_req_put(w);
@@ -438,6 +444,7 @@ static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mh
   if (size == 0 || mhandle == NULL || rail_verbs_mr_type(mhandle) == RAIL_VERBS_MEM_HOST) return 0;
   w = rail_vt_req_get(c);
   if (w == NULL) return 0;
+  w->bytes = 0;
   rc = rail_verbs_iflush(c->conn, data, mhandle, &w->r);
   if (rc != 0 || w->r == NULL) {
     rail_vt_req_put(w);
@@ -445,6 +452,23 @@ static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mh
   }
   *request = &w->base;
   return 0;
+}
+
+#define RAIL_VT_NAP_MIN_BYTES (1u << 20)
+#define RAIL_VT_NAP_MAX_NS 50000l
+
+long rail_vt_nap_ns(size_t bytes, int speed_mbps) {
+  double ns;
+
+  if (bytes < RAIL_VT_NAP_MIN_BYTES || speed_mbps <= 0) return 0;
+  ns = (double)bytes * 8.0 * 1000.0 / speed_mbps / 8.0; /* Mbps = bits per us */
+  return ns > RAIL_VT_NAP_MAX_NS ? RAIL_VT_NAP_MAX_NS : (long)ns;
+}
+
+static void rail_vt_nap(const struct rail_vt_req *w) {
+  struct timespec nap = {0, rail_vt_nap_ns(w->bytes, w->comm->speed_mbps)};
+
+  if (nap.tv_nsec > 0) nanosleep(&nap, NULL);
 }
 
 static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
@@ -457,6 +481,7 @@ static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
     rail_vt_req_put(w);
     return rc;
   }
+  if (!*done) rail_vt_nap(w);
   if (*done) {
     if (size != NULL) *size = (int)sz;
     rail_vt_req_put(w);

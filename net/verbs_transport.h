@@ -38,4 +38,14 @@ int rail_vt_ptr_support(const char *const *ifnames, int n);
 /* Speed of the RDMA ports under these interfaces, summed (Mbps). */
 int rail_vt_speed_mbps(const char *const *ifnames, int n);
 
+/* How long test() steps aside (ns) when a message of `bytes` is still in
+ * flight on ports of speed_mbps: the NIC moves it without us, so the poller
+ * may nap an eighth of the message's time at that speed, at most 50 us.
+ * Completions are then seen at most that late, which costs nothing while
+ * the caller keeps a window of messages posted (the NIC stays busy), and it
+ * hands the CPU to whoever needs it; under soft-RoCE that is the RDMA work
+ * itself (through the plugin 0.78-0.87 of ib_write_bw without it, 1.00-1.18
+ * with it; docs/performance.md). Below 1 MiB: 0, polling stays tight. */
+long rail_vt_nap_ns(size_t bytes, int speed_mbps);
+
 #endif

@@ -17,6 +17,7 @@
 #include "net/verbs_api.h"
 #include "net/verbs_dev.h"
 #include "net/verbs_gdr.h"
+#include "net/verbs_transport.h"
 #include "net/verbs_wire.h"
 #include "plugin/log.h"
 #include "plugin/param.h"
@@ -489,6 +490,21 @@ TEST(gpu_registration_is_not_advertised_without_cuda) {
   CHECK(strstr(logbuf, "mlx5_0:1: GPU memory not registrable (libcuda.so.1 not loadable)") != NULL);
 }
 
+/* test()'s step-aside on a large message in flight: none below 1 MiB or
+ * without a known speed, an eighth of the message's time at the ports'
+ * speed, at most 50 us. */
+TEST(test_naps_an_eighth_of_a_large_message_at_port_speed) {
+  CHECK_EQ_INT(rail_vt_nap_ns((1u << 20) - 1, 10000), 0);
+  CHECK_EQ_INT(rail_vt_nap_ns(4u << 20, 0), 0);
+  /* 1 MiB at 200 Gbps: 41.9 us on the wire, 5.2 us of nap. */
+  CHECK_EQ_INT(rail_vt_nap_ns(1u << 20, 200000), 5242);
+  /* 4 MiB at 400 Gbps (two 200 Gbps rails): 10.5 us. */
+  CHECK_EQ_INT(rail_vt_nap_ns(4u << 20, 400000), 10485);
+  /* rxe's 10 Gbps: capped. */
+  CHECK_EQ_INT(rail_vt_nap_ns(1u << 20, 10000), 50000);
+  CHECK_EQ_INT(rail_vt_nap_ns(1u << 30, 10000), 50000);
+}
+
 RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                library_without_verbs_symbols_is_refused,
                real_library_resolves_every_required_symbol, gid_prefers_roce_v2_ipv4_mapped,
@@ -501,4 +517,5 @@ RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                host_without_rdma_reports_no_devices_and_sockets_are_used,
                transport_choice_follows_ports_and_override,
                split_by_speed_keeps_small_whole_and_cuts_large_by_speed,
-               gpu_registration_is_not_advertised_without_cuda)
+               gpu_registration_is_not_advertised_without_cuda,
+               test_naps_an_eighth_of_a_large_message_at_port_speed)
