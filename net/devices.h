@@ -27,8 +27,8 @@ struct rail_device {
   int nrails;
   int members[RAIL_NET_MAX_MEMBERS]; /* indexes in phys[] */
   struct rail_iface rails[RAIL_NET_MAX_MEMBERS];
-  /* What carries its data (net/transport.h); set by the net layer once the
-   * device exists, NULL until then. */
+  /* What carries its data (net/transport.h); set by the net layer
+   * (rail_net.c) as soon as the device exists, before setup can see it. */
   const struct rail_transport *transport;
 };
 

@@ -69,12 +69,17 @@ static int rail_net_verbs_ifaces(struct rail_iface *ifs, int n) {
   return kept;
 }
 
+/* The device's interface names, as the transports take them. */
+static void rail_net_ifnames(const struct rail_device *d, const char **names) {
+  for (int r = 0; r < d->nrails; r++)
+    names[r] = d->rails[r].name;
+}
+
 /* A device's data goes over verbs when every rail has an RDMA port. */
 static void rail_net_set_transport(struct rail_device *d) {
   const char *names[RAIL_NET_MAX_MEMBERS];
 
-  for (int r = 0; r < d->nrails; r++)
-    names[r] = d->rails[r].name;
+  rail_net_ifnames(d, names);
   if (rail_vt_device_ok(names, d->nrails)) {
     d->transport = &rail_transport_verbs;
     d->speed_mbps = rail_vt_speed_mbps(names, d->nrails);
@@ -167,6 +172,7 @@ int rail_net_devices(int *ndev) {
 
 int rail_net_get_props(int dev, struct rail_net_props *props) {
   const struct rail_device *d = rail_net_device(dev);
+  const char *names[RAIL_NET_MAX_MEMBERS];
   struct rail_net_props p;
 
   if (d == NULL)
@@ -175,12 +181,8 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   p.name = d->name;
   p.pci_path = d->pci_path[0] ? d->pci_path : NULL;
   p.guid = (uint64_t)dev;
-  {
-    const char *names[RAIL_NET_MAX_MEMBERS];
-    for (int r = 0; r < d->nrails; r++)
-      names[r] = d->rails[r].name;
-    p.ptr_support = d->transport->ptr_support(names, d->nrails);
-  }
+  rail_net_ifnames(d, names);
+  p.ptr_support = d->transport->ptr_support(names, d->nrails);
   /* Sockets register nothing; verbs registers on the NICs, which every
    * comm of the device shares. */
   p.reg_is_global = 1;

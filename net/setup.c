@@ -126,7 +126,7 @@ int rail_setup_listen(const struct rail_device *dev, const struct rail_topo_fp *
   if (l == NULL)
     return -ENOMEM;
   l->nrails = dev->nrails;
-  l->offer = dev->transport != NULL ? dev->transport : &rail_transport_socket;
+  l->offer = dev->transport;
   for (int r = 0; r < RAIL_MAX_RAILS; r++)
     l->fds[r] = -1;
   rail_listen_reset_conn(l, 0);
@@ -462,7 +462,7 @@ static void rail_connect_warn_fallback(const struct rail_iface *local,
 static const struct rail_transport *rail_connect_transport(const struct rail_device *dev,
                                                            const struct rail_handle *h,
                                                            const char *peer) {
-  const struct rail_transport *mine = dev->transport != NULL ? dev->transport : &rail_transport_socket;
+  const struct rail_transport *mine = dev->transport;
 
   if (mine->kind == h->transport)
     return mine;

@@ -376,12 +376,14 @@ static int rail_vt_dereg_mr(struct rail_conn *c, void *mhandle) {
   return 0;
 }
 
-static struct rail_vt_req *rail_vt_req_get(struct rail_vt_comm *c) {
+/* A free slot for a request moving `bytes`; NULL when all are busy. */
+static struct rail_vt_req *rail_vt_req_get(struct rail_vt_comm *c, size_t bytes) {
   for (size_t i = 0; i < sizeof(c->reqs) / sizeof(c->reqs[0]); i++) {
     if (!c->reqs[i].used) {
       c->reqs[i].base.t = &rail_transport_verbs;
       c->reqs[i].used = 1;
       c->reqs[i].comm = c;
+      c->reqs[i].bytes = bytes;
       return &c->reqs[i];
     }
   }
@@ -393,65 +395,53 @@ static void rail_vt_req_put(struct rail_vt_req *w) {
   w->r = NULL;
 }
 
-static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
-                         struct rail_xreq **request) {
-  struct rail_vt_comm *c = rail_vt_comm(conn);
-  struct rail_vt_req *w;
-  int rc;
-
-  *request = NULL;
-  if (c->state != RAIL_VT_READY) return -ENOTCONN;
-  w = rail_vt_req_get(c);
-  if (w == NULL) return 0; /* all slots busy: NCCL retries */
-  w->bytes = size;
-  rc = rail_verbs_isend(c->conn, data, size, mhandle, &w->r);
+/* After the wire call that filled w->r: hands the request to NCCL, or gives
+ * the slot back when the wire failed (rc) or had no room (w->r NULL, and
+ * *request stays NULL so that NCCL retries). */
+static int rail_vt_req_publish(struct rail_vt_req *w, int rc, struct rail_xreq **request) {
   if (rc != 0 || w->r == NULL) {
     rail_vt_req_put(w);
     return rc;
   }
   *request = &w->base;
   return 0;
+}
+
+static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
+                         struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  struct rail_vt_req *w;
+
+  *request = NULL;
+  if (c->state != RAIL_VT_READY) return -ENOTCONN;
+  w = rail_vt_req_get(c, size);
+  if (w == NULL) return 0; /* all slots busy: NCCL retries */
+  return rail_vt_req_publish(w, rail_verbs_isend(c->conn, data, size, mhandle, &w->r), request);
 }
 
 static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
                          struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
-  int rc;
 
   *request = NULL;
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
-  w = rail_vt_req_get(c);
+  w = rail_vt_req_get(c, size);
   if (w == NULL) return 0;
-  w->bytes = size;
-  rc = rail_verbs_irecv(c->conn, data, size, mhandle, &w->r);
-  if (rc != 0 || w->r == NULL) {
-    rail_vt_req_put(w);
-    return rc;
-  }
-  *request = &w->base;
-  return 0;
+  return rail_vt_req_publish(w, rail_verbs_irecv(c->conn, data, size, mhandle, &w->r), request);
 }
 
 static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mhandle,
                           struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
-  int rc;
 
   *request = NULL;
   /* Only GPU memory written by the NIC needs the read-back. */
   if (size == 0 || mhandle == NULL || rail_verbs_mr_type(mhandle) == RAIL_VERBS_MEM_HOST) return 0;
-  w = rail_vt_req_get(c);
+  w = rail_vt_req_get(c, 0);
   if (w == NULL) return 0;
-  w->bytes = 0;
-  rc = rail_verbs_iflush(c->conn, data, mhandle, &w->r);
-  if (rc != 0 || w->r == NULL) {
-    rail_vt_req_put(w);
-    return rc;
-  }
-  *request = &w->base;
-  return 0;
+  return rail_vt_req_publish(w, rail_verbs_iflush(c->conn, data, mhandle, &w->r), request);
 }
 
 #define RAIL_VT_NAP_MIN_BYTES (1u << 20)
