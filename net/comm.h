@@ -197,6 +197,7 @@ struct rail_comm {
   uint64_t next_link_check_ns;
   int warned_stream; /* one WARN per comm for stream failures, then INFO */
   uint64_t last_progress_ns;
+  uint64_t progress_polls; /* rail_engine_progress calls (test(), watcher) */
   struct rail_comm *watch_next, *watch_prev; /* the watcher's list (watch.c) */
   int wake_fd; /* eventfd ending the caller's nap in test(); -1 if none */
   int napping; /* atomic: the caller naps in test() (engine.c, rail_engine_nap) */
@@ -224,6 +225,9 @@ void rail_engine_destroy(struct rail_comm *c);
 int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag, struct rail_req **out);
 int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag, struct rail_req **out);
 int rail_engine_test(struct rail_req *r, int *done, int *size);
+/* test()'s nap policy (engine.c): -1 none, 0 yield, else ns; *wakeable if a
+ * completion or control record of the comm may end it early. */
+long rail_engine_nap_ns(size_t bytes, int speed_mbps, int older_pending, int *wakeable);
 /* Record dispatch from the channel: 0 consumed, 1 = wait (the matching
  * irecv is not posted yet), <0 protocol error. */
 #define RAIL_REC_BLOCKED 1

@@ -49,6 +49,10 @@
 #define RAIL_NAP_MIN_BYTES (160u << 10)
 #define RAIL_NAP_FULL_BYTES (4u << 20)
 #define RAIL_NAP_MAX_NS 100000l
+#define RAIL_NAP_LONG_NS 1000000l /* from RAIL_NAP_FULL_BYTES */
+/* A test() of a request that is not its comm's oldest progresses the comm
+ * only when it was not progressed for this long. */
+#define RAIL_PROGRESS_EVERY_NS 20000ull
 
 uint64_t rail_now_ns(void) {
   struct timespec ts;
@@ -809,6 +813,7 @@ void rail_engine_chunk_end(struct rail_comm *c, struct rail_stream *s,
 
 static void rail_engine_progress(struct rail_comm *c) {
   __atomic_store_n(&c->last_progress_ns, rail_now_ns(), __ATOMIC_RELAXED);
+  c->progress_polls++;
   rail_chan_poll(c);
   if (c->ninline > 0) {
     for (int i = 0; i < RAIL_SLOTS; i++) {
@@ -925,22 +930,45 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
   return 0;
 }
 
-/* How long test() may nap for r, its lock held: -1 not at all, 0 just
- * yield, else nanoseconds; *wakeable says whether a completion or a control
- * record may end the nap early (rail_engine_nap). Messages that data threads
- * move get the CPU handed to those threads rather than spun against (it
- * matters where cores are few); small ones are not moved by threads, and
- * their latency is not touched.
+/* How long test() may nap, by the message's size, the comm's rated speed
+ * and whether an older request of the comm is still pending: -1 not at
+ * all, 0 just yield, else nanoseconds; *wakeable says whether a completion
+ * or a control record may end the nap early (rail_engine_nap). Messages
+ * that data threads move get the CPU handed to those threads rather than
+ * spun against (it matters where cores are few); small ones are not moved
+ * by threads, and their latency is not touched.
  *  - up to 160 KiB, whose data threads finish within microseconds, a yield
  *    per test keeps the reaction immediate (a timer costs more than it saves);
- *  - up to 4 MiB, only the comm's oldest pending request naps, so that a
- *    caller testing a window of requests in turn sleeps once per pass and
- *    reposts as soon as one completes; the nap is the message's time at
- *    4 GB/s (at most 100 us) and ends early on a completion or a record;
- *  - from 4 MiB every test naps a quarter of that, to the end: the data
- *    threads need the cores for long stretches, and early wake-ups cost
- *    them more than they save (one-way 4-16 MiB on 2 cores: about 1.0 of raw
- *    TCP this way, 0.75 with the early-waking nap; docs/performance.md). */
+ *  - above that, only the comm's oldest pending request naps, so that a
+ *    caller testing a window of requests in turn sleeps once per pass, and
+ *    the nap ends early on a completion or a record, so the caller reposts
+ *    as soon as one completes;
+ *  - up to 4 MiB the nap is the message's time at 4 GB/s, at most 100 us;
+ *  - from 4 MiB it is the message's time at the rails' rated speed, at most
+ *    1 ms: data threads then need the cores for long stretches, and every
+ *    wake-up in between takes a core from them (two-way 4-64 MiB on 2 cores:
+ *    0.81 of raw TCP with a 100 us nap on every test, about 0.9 this way;
+ *    docs/performance.md). It never outlasts the message at line rate, so a
+ *    caller driving other comms from the same thread is held up no longer
+ *    than this one needs anyway. */
+long rail_engine_nap_ns(size_t bytes, int speed_mbps, int older_pending, int *wakeable) {
+  uint64_t ns;
+
+  *wakeable = 0;
+  if (bytes < RAIL_NAP_MIN_BYTES)
+    return 0;
+  if (older_pending)
+    return -1;
+  *wakeable = 1;
+  if (bytes < RAIL_NAP_FULL_BYTES)
+    return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
+  /* Mbps is bits per microsecond. */
+  ns = speed_mbps > 0 ? (uint64_t)bytes * 8000u / (uint64_t)speed_mbps : RAIL_NAP_LONG_NS;
+  return ns > RAIL_NAP_LONG_NS ? RAIL_NAP_LONG_NS : (long)ns;
+}
+
+/* The nap of a data thread's turn at the lock: a fraction of the message's
+ * time at 4 GB/s, at most 100 us. */
 static long rail_nap_plain_ns(size_t bytes) {
   return bytes / 16 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 16);
 }
@@ -955,22 +983,25 @@ static void rail_nap_sleep(long ns) {
   }
 }
 
-static long rail_nap_ns(struct rail_comm *c, const struct rail_req *r, int *wakeable) {
+/* Whether a request posted before r on its comm is still pending. */
+static int rail_older_pending(struct rail_comm *c, const struct rail_req *r) {
   const struct rail_req *prev = rail_slot(c, r->seq - 1);
+
+  return r->seq > 0 && prev->seq == r->seq - 1 && prev->state != RAIL_REQ_FREE &&
+         prev->state != RAIL_REQ_COMPLETE;
+}
+
+static long rail_nap_ns(struct rail_comm *c, const struct rail_req *r, int older, int *wakeable) {
   size_t bytes = c->is_send || r->msg_size == 0 ? r->size : r->msg_size;
+  int mbps = 0;
 
   *wakeable = 0;
   if (r->state != RAIL_REQ_SENDING && r->state != RAIL_REQ_RECEIVING)
     return -1;
-  if (bytes < RAIL_NAP_MIN_BYTES)
-    return 0;
-  if (bytes >= RAIL_NAP_FULL_BYTES)
-    return rail_nap_plain_ns(bytes);
-  if (r->seq > 0 && prev->seq == r->seq - 1 && prev->state != RAIL_REQ_FREE &&
-      prev->state != RAIL_REQ_COMPLETE)
-    return -1;
-  *wakeable = 1;
-  return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
+  for (int i = 0; i < c->nrails; i++)
+    if (rail_usable(&c->rails[i]))
+      mbps += c->rails[i].speed_mbps;
+  return rail_engine_nap_ns(bytes, mbps, older, wakeable);
 }
 
 /* Sleeps up to nap_ns, or until a request of c completes (its data thread
@@ -1012,12 +1043,21 @@ int rail_engine_test(struct rail_req *r, int *done, int *size) {
     /* Stand aside while a data thread wants the lock: this is polled. */
     if (__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) == 0) {
       long nap_ns;
-      int wakeable;
+      int wakeable, older;
 
       pthread_mutex_lock(&c->mu);
-      if (r->state != RAIL_REQ_FREE)
+      /* The oldest request progresses the comm on every test; the others
+       * only when that has not happened for a while. A caller testing a
+       * window of requests in turn then reads the control stream once per
+       * pass, not once per request: each read is a syscall, which on few
+       * cores is taken from the data threads (a two-way 4 MiB bench: 155,000
+       * recv calls before, 90,000 this way). A caller that tests only a
+       * younger request still progresses every RAIL_PROGRESS_EVERY_NS. */
+      older = rail_older_pending(c, r);
+      if (r->state != RAIL_REQ_FREE &&
+          (!older || rail_now_ns() - c->last_progress_ns >= RAIL_PROGRESS_EVERY_NS))
         rail_engine_progress(c);
-      nap_ns = rail_nap_ns(c, r, &wakeable);
+      nap_ns = rail_nap_ns(c, r, older, &wakeable);
       if (nap_ns > 0 && wakeable && !__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
         rail_engine_nap(c, nap_ns);
       } else {

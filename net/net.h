@@ -111,6 +111,7 @@ struct rail_net_stats {
   uint64_t rail_bytes[RAIL_NET_MAX_MEMBERS]; /* payload bytes sent (send comm) or received */
   double rail_weight[RAIL_NET_MAX_MEMBERS];  /* send comm: current striping weights */
   uint64_t resent_chunks;                    /* send comm: chunks sent again after a stream died */
+  uint64_t progress_polls;                   /* control-stream polls (test(), watcher) */
 };
 /* comm: a send or recv comm. */
 int rail_net_comm_stats(void *comm, struct rail_net_stats *stats);

@@ -224,7 +224,7 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
   else
     return "asks for a transport this listener does not offer";
   if (h.nrails < 1 || h.nrails > RAIL_MAX_RAILS || h.nstreams > RAIL_MAX_STREAMS ||
-      (h.nstreams < 1) != (t->kind == RAIL_TRANSPORT_VERBS) || h.rail >= h.nrails ||
+      (h.nstreams >= 1) != (t->uses_data_sockets != 0) || h.rail >= h.nrails ||
       (h.kind == RAIL_HELLO_DATA && h.stream >= h.nstreams) ||
       (h.kind != RAIL_HELLO_DATA && h.kind != RAIL_HELLO_CONTROL))
     return "malformed hello";

@@ -93,6 +93,7 @@ static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
   pthread_mutex_lock(&c->mu);
   st->nrails = c->nrails;
   st->control_rail = c->chan.cur;
+  st->progress_polls = c->progress_polls;
   for (int k = 0; k < c->nrails; k++) {
     st->rail_up[k] = !c->rails[k].down;
     st->rail_streams[k] = c->rails[k].down ? 0 : c->rails[k].live;
@@ -118,6 +119,7 @@ static int rail_st_rail_down(struct rail_conn *conn, int rail) {
 const struct rail_transport rail_transport_socket = {
     .name = "socket",
     .kind = RAIL_TRANSPORT_SOCKET,
+    .uses_data_sockets = 1,
     .data_streams = rail_setup_nstreams,
     .start = rail_st_start,
     .step = rail_st_step,

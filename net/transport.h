@@ -42,6 +42,9 @@ struct rail_xreq {
 struct rail_transport {
   const char *name;
   enum rail_transport_kind kind;
+  /* Whether data moves on TCP data sockets beside the control stream: a
+   * hello for this transport must then name K >= 1 of them, else K == 0. */
+  int uses_data_sockets;
   /* Data sockets per rail that setup opens for a connection (K). */
   int (*data_streams)(int speed_mbps, int nrails);
   /* Takes ownership of every fd in links, whatever it returns. */

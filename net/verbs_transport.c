@@ -496,6 +496,7 @@ static int rail_vt_rail_down(struct rail_conn *conn, int rail) { return -EOPNOTS
 const struct rail_transport rail_transport_verbs = {
     .name = "verbs",
     .kind = RAIL_TRANSPORT_VERBS,
+    .uses_data_sockets = 0,
     .data_streams = rail_vt_data_streams,
     .start = rail_vt_start,
     .step = rail_vt_step,

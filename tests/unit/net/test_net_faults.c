@@ -37,10 +37,11 @@ static int nt_closed_by_server(int fd) {
 
 TEST(test_strangers) {
   struct nt_pair p;
-  int garbage, silent, wrong_nonce, early_eof;
+  int garbage, silent, wrong_nonce, early_eof, no_streams, verbs_ask;
   uint8_t junk[RAIL_HELLO_BYTES];
   struct rail_hello fake = {
       .kind = RAIL_HELLO_CONTROL, .nonce = 1, .conn_id = 5, .nrails = 1, .nstreams = 2};
+  struct rail_handle h;
   double t0;
 
   nt_setup();
@@ -51,13 +52,28 @@ TEST(test_strangers) {
   silent = nt_raw_client(p.handle);
   wrong_nonce = nt_raw_client(p.handle);
   early_eof = nt_raw_client(p.handle);
-  CHECK(garbage >= 0 && silent >= 0 && wrong_nonce >= 0 && early_eof >= 0);
+  no_streams = nt_raw_client(p.handle);
+  verbs_ask = nt_raw_client(p.handle);
+  CHECK(garbage >= 0 && silent >= 0 && wrong_nonce >= 0 && early_eof >= 0 && no_streams >= 0 &&
+        verbs_ask >= 0);
   memset(junk, 'x', sizeof(junk));
   CHECK_EQ_INT(send(garbage, junk, sizeof(junk), 0), (int)sizeof(junk));
   rail_hello_pack(&fake, junk);
   CHECK_EQ_INT(send(wrong_nonce, junk, sizeof(junk), 0), (int)sizeof(junk));
   CHECK_EQ_INT(send(early_eof, junk, 10, 0), 10);
   shutdown(early_eof, SHUT_WR);
+  /* Holders of the nonce whose hello does not fit the listener's transport:
+   * a socket hello without data streams, and a verbs hello to a listener
+   * that offers sockets only (a host without RDMA, as here). */
+  CHECK_EQ_INT(rail_handle_unpack(p.handle, &h), 0);
+  CHECK_EQ_INT(h.transport, RAIL_TRANSPORT_SOCKET);
+  fake.nonce = h.nonce;
+  fake.nstreams = 0;
+  rail_hello_pack(&fake, junk);
+  CHECK_EQ_INT(send(no_streams, junk, sizeof(junk), 0), (int)sizeof(junk));
+  fake.transport = RAIL_TRANSPORT_VERBS;
+  rail_hello_pack(&fake, junk);
+  CHECK_EQ_INT(send(verbs_ask, junk, sizeof(junk), 0), (int)sizeof(junk));
 
   /* accept() deals with them without blocking and without a comm. */
   t0 = nt_now();
@@ -69,6 +85,8 @@ TEST(test_strangers) {
   CHECK(nt_closed_by_server(garbage));
   CHECK(nt_closed_by_server(wrong_nonce));
   CHECK(nt_closed_by_server(early_eof));
+  CHECK(nt_closed_by_server(no_streams));
+  CHECK(nt_closed_by_server(verbs_ask));
   CHECK(!nt_closed_by_server(silent));
 
   /* The real peer connects while the silent stranger still holds its socket. */
@@ -96,6 +114,8 @@ TEST(test_strangers) {
   close(silent);
   close(wrong_nonce);
   close(early_eof);
+  close(no_streams);
+  close(verbs_ask);
   nt_close(&p);
   nt_env("NCCL_RAIL_CONNECT_TIMEOUT_MS", NULL);
 }
