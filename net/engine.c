@@ -962,8 +962,7 @@ long rail_engine_nap_ns(size_t bytes, int speed_mbps, int older_pending, int *wa
   *wakeable = 1;
   if (bytes < RAIL_NAP_FULL_BYTES)
     return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
-  /* Mbps is bits per microsecond. */
-  ns = speed_mbps > 0 ? (uint64_t)bytes * 8000u / (uint64_t)speed_mbps : RAIL_NAP_LONG_NS;
+  ns = speed_mbps > 0 ? rail_wire_ns(bytes, speed_mbps) : RAIL_NAP_LONG_NS;
   return ns > RAIL_NAP_LONG_NS ? RAIL_NAP_LONG_NS : (long)ns;
 }
 

@@ -73,6 +73,13 @@ struct rail_transport {
   int (*rail_down)(struct rail_conn *c, int rail);
 };
 
+/* A message's time on links whose speeds sum to speed_mbps, in ns (Mbps is
+ * bits per microsecond); 0 when the speed is unknown. Both transports' test()
+ * naps are fractions of it. */
+static inline uint64_t rail_wire_ns(size_t bytes, int speed_mbps) {
+  return speed_mbps > 0 ? (uint64_t)bytes * 8000u / (uint64_t)speed_mbps : 0;
+}
+
 extern const struct rail_transport rail_transport_socket;
 extern const struct rail_transport rail_transport_verbs;
 

@@ -241,12 +241,12 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
   c->nrails = nlinks;
   for (int r = 0; r < nlinks; r++) {
     c->nics[r] = rail_vt_nic_for(links[r].ifname);
-    if (c->nics[r] != NULL) c->speed_mbps += rail_verbs_nic_port(c->nics[r])->speed_mbps;
     if (c->nics[r] == NULL) {
       RAIL_WARN("verbs: %s has no RDMA port for connection to %s", links[r].ifname, c->peer);
       rc = -ENODEV;
       goto free_comm;
     }
+    c->speed_mbps += rail_verbs_nic_port(c->nics[r])->speed_mbps;
   }
   memset(&cfg, 0, sizeof(cfg));
   cfg.nrails = nlinks;
@@ -448,10 +448,9 @@ static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mh
 #define RAIL_VT_NAP_MAX_NS 50000l
 
 long rail_vt_nap_ns(size_t bytes, int speed_mbps) {
-  double ns;
+  uint64_t ns = rail_wire_ns(bytes, speed_mbps) / 8;
 
-  if (bytes < RAIL_VT_NAP_MIN_BYTES || speed_mbps <= 0) return 0;
-  ns = (double)bytes * 8.0 * 1000.0 / speed_mbps / 8.0; /* Mbps = bits per us */
+  if (bytes < RAIL_VT_NAP_MIN_BYTES) return 0;
   return ns > RAIL_VT_NAP_MAX_NS ? RAIL_VT_NAP_MAX_NS : (long)ns;
 }
 
