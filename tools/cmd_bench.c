@@ -41,8 +41,9 @@
 extern const ncclNet_v11_t ncclNetPlugin_v11;
 
 #define BENCH_MAGIC 0x52424e43u /* "RBNC" */
-#define BENCH_PROTO 1
+#define BENCH_PROTO 2
 #define BENCH_MAX_SIZES 16
+#define BENCH_MAX_ROUNDS 15
 #define BENCH_MAX_ADDRS 4
 #define BENCH_MAX_STREAMS 64
 #define BENCH_LAT_BYTES 8
@@ -64,12 +65,13 @@ struct bench_cfg {
   int32_t iperf3;
   int32_t iperf3_secs;
   int32_t twoway;
+  int32_t rounds; /* plugin/raw pairs measured per size and direction */
 };
 
 /* What rank 1 measured and returns to rank 0. */
 struct bench_peer_results {
-  double twoway_s[BENCH_MAX_SIZES];
-  double raw_twoway_s[BENCH_MAX_SIZES];
+  double twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
+  double raw_twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   double lat_us[2][3];  /* plugin, raw: p50, mean, min */
   double iperf3_gbps;   /* GB/s; < 0 = not run or failed */
   int32_t plugin_socks; /* TCP connections one plugin comm opened (0 = unknown) */
@@ -81,7 +83,7 @@ struct bench_opts {
   uint64_t min_bytes, max_bytes;
   double seconds;
   int step; /* size multiplier between rows */
-  int window, streams, lat_iters, raw, iperf3, iperf3_secs, twoway;
+  int window, streams, lat_iters, raw, iperf3, iperf3_secs, twoway, rounds;
 };
 
 struct bench {
@@ -98,9 +100,10 @@ struct bench {
   int naddrs;
   int nstreams; /* raw streams per direction */
   int raw_fwd[BENCH_MAX_STREAMS], raw_rev[BENCH_MAX_STREAMS], raw_pp;
-  /* rank 0's measurements */
-  double oneway_s[BENCH_MAX_SIZES], twoway_s[BENCH_MAX_SIZES];
-  double raw_oneway_s[BENCH_MAX_SIZES], raw_twoway_s[BENCH_MAX_SIZES];
+  /* rank 0's measurements, per size and round */
+  double oneway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS], twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
+  double raw_oneway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
+  double raw_twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   struct bench_peer_results peer;
 };
 
@@ -119,6 +122,9 @@ static void bench_usage(FILE *out) {
           "  --max-bytes N        largest message (default 256M)\n"
           "  --step N             size factor between rows (default 4)\n"
           "  --seconds S          length of each measurement (default 1, --quick 0.25)\n"
+          "  --rounds N           plugin and raw TCP measured N times in turn, alternating\n"
+          "                       which goes first; ratios are medians of the rounds'\n"
+          "                       (default 3, --quick 1; at most 15)\n"
           "  --window N           requests in flight per direction (default 8, NCCL_STEPS)\n"
           "  --streams N          raw TCP streams (default: as many as the plugin opens)\n"
           "  --lat-iters N        round trips for latency (default 20000, --quick 2000)\n"
@@ -179,6 +185,12 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o) {
     } else if (strcmp(a, "--seconds") == 0) {
       o->seconds = atof(v);
       if (o->seconds <= 0 || o->seconds > 600) rc = -EINVAL;
+    } else if (strcmp(a, "--rounds") == 0) {
+      o->rounds = atoi(v);
+      if (o->rounds < 1 || o->rounds > BENCH_MAX_ROUNDS) {
+        rc = -EINVAL;
+        why = ": 1 to 15";
+      }
     } else if (strcmp(a, "--step") == 0) {
       o->step = atoi(v);
     } else if (strcmp(a, "--window") == 0) {
@@ -223,10 +235,12 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o) {
   if (o->quick) {
     if (o->seconds == 0) o->seconds = 0.25;
     if (o->lat_iters < 0) o->lat_iters = 2000;
+    if (o->rounds == 0) o->rounds = 1;
     o->iperf3_secs = 1;
   } else {
     if (o->seconds == 0) o->seconds = 1.0;
     if (o->lat_iters < 0) o->lat_iters = 20000;
+    if (o->rounds == 0) o->rounds = 3;
     o->iperf3_secs = 3;
   }
   return 0;
@@ -257,6 +271,7 @@ static void bench_make_cfg(const struct bench_opts *o, struct bench_cfg *c) {
   c->iperf3 = o->iperf3;
   c->iperf3_secs = o->iperf3_secs;
   c->twoway = o->twoway;
+  c->rounds = o->rounds;
 }
 
 /* Both ranks step through the same sequence; a mismatch means the two
@@ -847,6 +862,9 @@ static int bench_full_io(int fd, char *buf, size_t len, int send_dir) {
 static void *bench_raw_worker(void *arg) {
   struct bench_raw_job *j = arg;
 
+  /* Named like the plugin's data threads, for per-thread CPU figures
+   * (scripts/thread-cpu.sh). */
+  pthread_setname_np(pthread_self(), j->send ? "raw-tx" : "raw-rx");
   for (uint64_t it = 0; it < j->iters && j->err == 0; it++) {
     char *p = j->buf + (size_t)((it % j->slots) * j->size + j->off);
     for (uint64_t left = j->part; left > 0 && j->err == 0;) {
@@ -916,6 +934,21 @@ free_bufs:
   free(bufs[0]);
   free(bufs[1]);
   return rc;
+}
+
+/* One round of a size and direction: the plugin and raw TCP back to back.
+ * Odd rounds measure raw TCP first, so that a machine whose speed drifts
+ * during the run favours neither. Round 0 runs the plugin first: its pilot
+ * sets the message count both use. */
+static int bench_pair(struct bench *b, int si, int twoway, int round, double *plugin_s,
+                      double *raw_s) {
+  for (int k = 0; k < 2; k++) {
+    int raw_turn = (k == 0) == (round % 2 == 1), rc;
+    if (raw_turn && !b->cfg.raw) continue;
+    rc = raw_turn ? bench_raw_run(b, si, twoway, raw_s) : bench_plugin_run(b, si, twoway, plugin_s);
+    if (rc != 0) return rc;
+  }
+  return 0;
 }
 
 static int bench_raw_latency(struct bench *b, double out[3]) {
@@ -1064,6 +1097,40 @@ static const char *bench_human(uint64_t n, char *buf, size_t len) {
   return buf;
 }
 
+/* The median of n values (n >= 1), sorting them. */
+static double bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One direction of a size over the rounds: the median throughputs, and the
+ * median, lowest and highest of the rounds' ratios. Each ratio pairs two
+ * measurements taken back to back, so the drift of a noisy machine between
+ * rounds cancels out of it; the ratio of the medians would not. */
+struct bench_dir {
+  double plugin, raw, ratio, lo, hi; /* GB/s; ratios */
+  double ratios[BENCH_MAX_ROUNDS];   /* in round order */
+};
+
+static void bench_dir_sum(const struct bench *b, int si, int twoway, struct bench_dir *d) {
+  const double(*ps)[BENCH_MAX_ROUNDS] = twoway ? b->twoway_s : b->oneway_s;
+  const double(*rs)[BENCH_MAX_ROUNDS] = twoway ? b->raw_twoway_s : b->raw_oneway_s;
+  uint64_t bytes = b->cfg.size[si] * b->cfg.iters[si] * (twoway ? 2 : 1);
+  double p[BENCH_MAX_ROUNDS], r[BENCH_MAX_ROUNDS], q[BENCH_MAX_ROUNDS];
+  int n = b->cfg.rounds;
+
+  for (int k = 0; k < n; k++) {
+    p[k] = bench_gbps(bytes, ps[si][k]);
+    r[k] = bench_gbps(bytes, rs[si][k]);
+    d->ratios[k] = q[k] = r[k] > 0 ? p[k] / r[k] : 0;
+  }
+  d->plugin = bench_median(p, n);
+  d->raw = bench_median(r, n);
+  d->ratio = bench_median(q, n); /* sorts q */
+  d->lo = q[0];
+  d->hi = q[n - 1];
+}
+
 struct bench_verdict {
   int tput_checked, tput_ok, lat_checked, lat_ok;
   double worst_ratio, lat_ratio;
@@ -1074,15 +1141,12 @@ static void bench_judge(const struct bench *b, struct bench_verdict *v) {
   v->tput_ok = 1;
   v->worst_ratio = -1;
   for (int i = 0; i < b->cfg.nsizes && b->cfg.raw; i++) {
-    uint64_t bytes = b->cfg.size[i] * b->cfg.iters[i];
-    double r1, r2;
+    struct bench_dir d;
     if (b->cfg.size[i] < (4u << 20)) continue;
-    r1 = bench_gbps(bytes, b->oneway_s[i]) / bench_gbps(bytes, b->raw_oneway_s[i]);
-    v->tput_checked = 1;
-    if (v->worst_ratio < 0 || r1 < v->worst_ratio) v->worst_ratio = r1;
-    if (b->cfg.twoway) {
-      r2 = bench_gbps(2 * bytes, b->twoway_s[i]) / bench_gbps(2 * bytes, b->raw_twoway_s[i]);
-      if (r2 < v->worst_ratio) v->worst_ratio = r2;
+    for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+      bench_dir_sum(b, i, tw, &d);
+      if (!v->tput_checked || d.ratio < v->worst_ratio) v->worst_ratio = d.ratio;
+      v->tput_checked = 1;
     }
   }
   if (v->tput_checked) v->tput_ok = v->worst_ratio >= 0.9;
@@ -1096,6 +1160,7 @@ static void bench_judge(const struct bench *b, struct bench_verdict *v) {
 }
 
 static void bench_print_table(const struct bench *b, const struct bench_verdict *v) {
+  int ranges = b->cfg.raw && b->cfg.rounds > 1;
   char hb[32];
 
   printf("nccl-rail bench: %s device %d \"%s\" (%d Mbps, %d rail%s), window %d; raw TCP: %d "
@@ -1103,22 +1168,26 @@ static void bench_print_table(const struct bench *b, const struct bench_verdict 
          b->nd.name, b->opt.dev, b->props.name ? b->props.name : "?", b->props.speed, b->naddrs,
          b->naddrs == 1 ? "" : "s", b->cfg.window, b->nstreams, b->nstreams == 1 ? "" : "s",
          b->peer.plugin_socks);
-  printf("%10s %9s | %9s %9s %6s |", "size", "messages", "one-way", "raw TCP", "ratio");
-  if (b->cfg.twoway) printf(" %9s %9s %6s |", "two-way", "raw TCP", "ratio");
+  if (b->cfg.rounds > 1)
+    printf("%d rounds, plugin and raw TCP in turn: GB/s are medians, ratios the median of the "
+           "rounds' ratios, lowest-highest beside them\n", b->cfg.rounds);
+  printf("%10s %9s |", "size", "messages");
+  for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+    printf(" %9s %9s %6s", tw ? "two-way" : "one-way", "raw TCP", "ratio");
+    if (ranges) printf(" %11s", "rounds");
+    printf(" |");
+  }
   printf("   (GB/s; two-way counts both directions)\n");
   for (int i = 0; i < b->cfg.nsizes; i++) {
-    uint64_t bytes = b->cfg.size[i] * b->cfg.iters[i];
-    double p1 = bench_gbps(bytes, b->oneway_s[i]), r1 = bench_gbps(bytes, b->raw_oneway_s[i]);
-    double p2 = bench_gbps(2 * bytes, b->twoway_s[i]);
-    double r2 = bench_gbps(2 * bytes, b->raw_twoway_s[i]);
-    printf("%10s %9" PRIu64 " | %9.3f ", bench_human(b->cfg.size[i], hb, sizeof(hb)),
-           b->cfg.iters[i], p1);
-    if (b->cfg.raw) printf("%9.3f %6.2f |", r1, p1 / r1);
-    else printf("%9s %6s |", "-", "-");
-    if (b->cfg.twoway) {
-      printf(" %9.3f ", p2);
-      if (b->cfg.raw) printf("%9.3f %6.2f |", r2, p2 / r2);
-      else printf("%9s %6s |", "-", "-");
+    printf("%10s %9" PRIu64 " |", bench_human(b->cfg.size[i], hb, sizeof(hb)), b->cfg.iters[i]);
+    for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+      struct bench_dir d;
+      bench_dir_sum(b, i, tw, &d);
+      printf(" %9.3f ", d.plugin);
+      if (b->cfg.raw) printf("%9.3f %6.2f", d.raw, d.ratio);
+      else printf("%9s %6s", "-", "-");
+      if (ranges) printf("   %.2f-%.2f", d.lo, d.hi);
+      printf(" |");
     }
     printf("\n");
   }
@@ -1148,19 +1217,22 @@ static void bench_print_json(const struct bench *b, const struct bench_verdict *
   printf("{\n  \"plugin\": \"%s\", \"device\": %d, \"device_name\": \"%s\", \"speed_mbps\": %d,\n",
          b->nd.name, b->opt.dev, b->props.name ? b->props.name : "", b->props.speed);
   printf("  \"rails\": %d, \"window\": %d, \"raw_streams\": %d, "
-         "\"plugin_tcp_connections\": %d,\n",
-         b->naddrs, b->cfg.window, b->nstreams, b->peer.plugin_socks);
+         "\"plugin_tcp_connections\": %d, \"rounds\": %d,\n",
+         b->naddrs, b->cfg.window, b->nstreams, b->peer.plugin_socks, b->cfg.rounds);
   printf("  \"sizes\": [\n");
   for (int i = 0; i < b->cfg.nsizes; i++) {
-    uint64_t bytes = b->cfg.size[i] * b->cfg.iters[i];
-    printf("    {\"bytes\": %" PRIu64 ", \"messages\": %" PRIu64 ", \"oneway_GBps\": %.4f",
-           b->cfg.size[i], b->cfg.iters[i], bench_gbps(bytes, b->oneway_s[i]));
-    if (b->cfg.raw)
-      printf(", \"raw_oneway_GBps\": %.4f", bench_gbps(bytes, b->raw_oneway_s[i]));
-    if (b->cfg.twoway) {
-      printf(", \"twoway_GBps\": %.4f", bench_gbps(2 * bytes, b->twoway_s[i]));
-      if (b->cfg.raw)
-        printf(", \"raw_twoway_GBps\": %.4f", bench_gbps(2 * bytes, b->raw_twoway_s[i]));
+    printf("    {\"bytes\": %" PRIu64 ", \"messages\": %" PRIu64, b->cfg.size[i],
+           b->cfg.iters[i]);
+    for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+      const char *dir = tw ? "twoway" : "oneway";
+      struct bench_dir d;
+      bench_dir_sum(b, i, tw, &d);
+      printf(", \"%s_GBps\": %.4f", dir, d.plugin);
+      if (!b->cfg.raw) continue;
+      printf(", \"raw_%s_GBps\": %.4f, \"%s_ratio\": %.4f, \"%s_ratios\": [", dir, d.raw, dir,
+             d.ratio, dir);
+      for (int r = 0; r < b->cfg.rounds; r++) printf("%s%.4f", r ? ", " : "", d.ratios[r]);
+      printf("]");
     }
     printf("}%s\n", i + 1 < b->cfg.nsizes ? "," : "");
   }
@@ -1242,28 +1314,15 @@ static int bench_rank(struct bench *b) {
   }
 
   for (int i = 0; i < b->cfg.nsizes; i++) {
-    double secs = 0;
     if (b->rank == 0 && !b->opt.json)
       fprintf(stderr, "nccl-rail bench: %" PRIu64 "-byte messages\n", b->cfg.size[i]);
-    rc = bench_plugin_run(b, i, 0, &secs);
-    if (rc != 0) return rc;
-    b->oneway_s[i] = secs;
-    if (b->cfg.raw) {
-      rc = bench_raw_run(b, i, 0, &secs);
+    for (int r = 0; r < b->cfg.rounds; r++) {
+      rc = bench_pair(b, i, 0, r, &b->oneway_s[i][r], &b->raw_oneway_s[i][r]);
+      if (rc == 0 && b->cfg.twoway)
+        rc = bench_pair(b, i, 1, r, &b->twoway_s[i][r], &b->raw_twoway_s[i][r]);
       if (rc != 0) return rc;
-      b->raw_oneway_s[i] = secs;
-    }
-    if (b->cfg.twoway) {
-      rc = bench_plugin_run(b, i, 1, &secs);
-      if (rc != 0) return rc;
-      b->twoway_s[i] = secs;
-      b->peer.twoway_s[i] = secs;
-      if (b->cfg.raw) {
-        rc = bench_raw_run(b, i, 1, &secs);
-        if (rc != 0) return rc;
-        b->raw_twoway_s[i] = secs;
-        b->peer.raw_twoway_s[i] = secs;
-      }
+      b->peer.twoway_s[i][r] = b->twoway_s[i][r];
+      b->peer.raw_twoway_s[i][r] = b->raw_twoway_s[i][r];
     }
   }
   if (b->cfg.lat_iters > 0) {
@@ -1281,10 +1340,12 @@ static int bench_rank(struct bench *b) {
     struct bench_peer_results p;
     rc = rail_nd_oob_recv(b->oob, &p, sizeof(p), BENCH_STEP_MS);
     if (rc != 0) return rc;
-    for (int i = 0; i < b->cfg.nsizes; i++) {
-      if (p.twoway_s[i] > b->twoway_s[i]) b->twoway_s[i] = p.twoway_s[i];
-      if (p.raw_twoway_s[i] > b->raw_twoway_s[i]) b->raw_twoway_s[i] = p.raw_twoway_s[i];
-    }
+    for (int i = 0; i < b->cfg.nsizes; i++)
+      for (int r = 0; r < b->cfg.rounds; r++) {
+        if (p.twoway_s[i][r] > b->twoway_s[i][r]) b->twoway_s[i][r] = p.twoway_s[i][r];
+        if (p.raw_twoway_s[i][r] > b->raw_twoway_s[i][r])
+          b->raw_twoway_s[i][r] = p.raw_twoway_s[i][r];
+      }
     memcpy(b->peer.lat_us, p.lat_us, sizeof(p.lat_us));
     b->peer.iperf3_gbps = p.iperf3_gbps;
   }
