@@ -420,11 +420,12 @@ static int rail_chan_parse(struct rail_comm *c) {
   return 0;
 }
 
-void rail_chan_poll(struct rail_comm *c) {
+void rail_chan_poll(struct rail_comm *c, int flush) {
   struct rail_chan *ch = &c->chan;
   int rc = 0;
 
-  rail_chan_flush(c);
+  if (flush)
+    rail_chan_flush(c);
   if (c->error)
     return;
   rail_chan_check_standby(c);

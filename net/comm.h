@@ -5,15 +5,19 @@
  * Shape: R rails (1..4), each with one control stream and K data streams
  * (TCP connections). The control channel runs over one rail's control
  * stream at a time and moves to another rail's if that rail fails; it
- * carries per message a header (plus the payload when small) and the
- * receiver's answers. Large payloads are cut into chunks that the data
- * streams carry, each chunk named by (message seq, offset).
+ * carries small messages whole, the receiver's announcements of its posted
+ * buffers, and its completions of large messages. Large payloads are cut
+ * into chunks that the data streams carry, each chunk named by (message
+ * seq, offset) and carrying the message size.
  *
  * Protocol, per message seq (the n-th isend matches the n-th irecv):
- *   sender   MSG(seq, size, tag[, inline payload])  ->
- *   receiver CTS(seq, status)                       <-  when the irecv is posted (large only)
- *   sender   chunks (seq, offset, len) on data streams ->
- *   receiver DONE(seq)                              <-  when every byte has landed
+ *   receiver RTR(seq, capacity)                  <-  from irecv
+ *   small:   sender MSG(seq, size, tag, payload) ->  from isend, RTR or not
+ *   large:   sender chunks (seq, offset, len, size) on data streams ->
+ *                                                    once isend and RTR are in
+ *            receiver DONE(seq)                  <-  every byte landed
+ *   too large for the capacity: sender MSG(seq, size), no payload ->  (the
+ *            receive and the send both fail)
  * An inline message is complete for the sender once written to the socket
  * and for the receiver once copied. A send of a large message completes on
  * DONE, so the sender can resend the chunks of a data stream that died on a
@@ -40,11 +44,22 @@
 
 /* Control records: 32 bytes, little-endian, then `arg` payload bytes for an
  * inline MSG. `ack` in every record is how many bytes of the other
- * direction's record stream the writer has processed. */
+ * direction's record stream the writer has processed.
+ *
+ * The receiver drives large messages: irecv announces the buffer (RTR),
+ * usually long before the matching isend, which then starts its chunks at
+ * once. So no round trip comes between isend and the data, and the only
+ * record a caller is woken for per message is DONE, on the sender's side.
+ * Data never travels before its receive is posted: bytes held in TCP for a
+ * receiver that posts late would close the window, and a window closed
+ * longer than TCP_USER_TIMEOUT (NCCL_RAIL_TIMEOUT_MS) kills the stream on
+ * kernels from 5.11, though the peer is only slow. (Version 1 sent a
+ * header that the receiver answered "clear to send": a round trip before
+ * every large message, and two more wake-ups.) */
 #define RAIL_REC_BYTES 32
 enum rail_rec_type {
-  RAIL_REC_MSG = 1,    /* seq, arg = size, tag, flags RAIL_REC_INLINE */
-  RAIL_REC_CTS = 2,    /* seq, arg = 0 or an errno (EMSGSIZE) */
+  RAIL_REC_MSG = 1,    /* seq, arg = size, tag, flags RAIL_REC_INLINE (else: too large) */
+  RAIL_REC_RTR = 2,    /* seq, arg = capacity of the posted receive */
   RAIL_REC_DONE = 3,   /* seq */
   RAIL_REC_DEAD = 4,   /* aux = rail << 8 | stream: that data stream is abandoned */
   RAIL_REC_ACK = 5,    /* only the ack field */
@@ -63,14 +78,15 @@ struct rail_rec {
   uint64_t ack;
 };
 
-/* Data stream chunk header: 24 bytes, then len payload bytes. */
-#define RAIL_CHUNK_HDR_BYTES 24
+/* Data stream chunk header: 32 bytes, then len payload bytes. */
+#define RAIL_CHUNK_HDR_BYTES 32
 #define RAIL_CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
 struct rail_chunk_hdr {
   uint32_t magic;
   uint32_t len;
   uint64_t seq;
   uint64_t offset;
+  uint64_t total; /* the message's size */
 };
 void rail_chunk_hdr_pack(const struct rail_chunk_hdr *h, uint8_t out[RAIL_CHUNK_HDR_BYTES]);
 void rail_chunk_hdr_unpack(const uint8_t in[RAIL_CHUNK_HDR_BYTES], struct rail_chunk_hdr *h);
@@ -92,10 +108,10 @@ struct rail_chunk {
 enum rail_req_state {
   RAIL_REQ_FREE = 0,
   RAIL_REQ_INLINE,    /* send: record in the log, complete once written */
-  RAIL_REQ_WAIT_CTS,  /* send: header sent, waiting for the receiver */
+  RAIL_REQ_WAIT_RTR,  /* send: waiting for the receiver to post (its RTR) */
   RAIL_REQ_SENDING,   /* send: chunks queued or in flight, waiting for DONE */
-  RAIL_REQ_POSTED,    /* recv: waiting for its MSG */
-  RAIL_REQ_RECEIVING, /* recv: CTS sent, chunks landing */
+  RAIL_REQ_POSTED,    /* recv: RTR sent; waiting for an inline MSG or a first chunk */
+  RAIL_REQ_RECEIVING, /* recv: chunks landing (size known) */
   RAIL_REQ_COMPLETE,  /* done (or failed); test() reports it and frees the slot */
 };
 
@@ -188,8 +204,13 @@ struct rail_comm {
   struct rail_link rails[RAIL_MAX_RAILS];
   struct rail_chan chan;
   uint64_t next_seq;  /* of the next isend or irecv */
-  uint64_t match_seq; /* recv: of the next MSG */
   int ninline;        /* send: requests in RAIL_REQ_INLINE */
+  /* send: the receiver's RTRs, by seq % RAIL_SLOTS: seq + 1 (0: none) and
+   * capacity. An RTR may come before its isend; it is never overwritten
+   * unused, since the receiver posts seq + RAIL_SLOTS only after seq has
+   * landed. */
+  uint64_t rtr_seq[RAIL_SLOTS], rtr_cap[RAIL_SLOTS];
+  uint64_t rtr_next; /* send: the seq the next RTR must carry */
   struct rail_req reqs[RAIL_SLOTS];
   size_t inline_max, chunk_max, min_stripe;
   int adapt;
@@ -198,9 +219,8 @@ struct rail_comm {
   int warned_stream; /* one WARN per comm for stream failures, then INFO */
   uint64_t last_progress_ns;
   uint64_t progress_polls; /* rail_engine_progress calls (test(), watcher) */
+  uint64_t records_in;     /* control records taken (rail_engine_on_record), ACKs aside */
   struct rail_comm *watch_next, *watch_prev; /* the watcher's list (watch.c) */
-  int wake_fd; /* eventfd ending the caller's nap in test(); -1 if none */
-  int napping; /* atomic: the caller naps in test() (engine.c, rail_engine_nap) */
 };
 
 /* Streams setup hands to a transport's start(): fds already connected and
@@ -225,9 +245,11 @@ void rail_engine_destroy(struct rail_comm *c);
 int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag, struct rail_req **out);
 int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag, struct rail_req **out);
 int rail_engine_test(struct rail_req *r, int *done, int *size);
+/* Called first by every data thread: its completions always end naps. */
+void rail_engine_mark_data_thread(void);
 /* test()'s nap policy (engine.c): -1 none, 0 yield, else ns; *wakeable if a
  * completion or control record of the comm may end it early. */
-long rail_engine_nap_ns(size_t bytes, int speed_mbps, int older_pending, int *wakeable);
+long rail_engine_nap_ns(size_t bytes, int older_pending, int *wakeable);
 /* Record dispatch from the channel: 0 consumed, 1 = wait (the matching
  * irecv is not posted yet), <0 protocol error. */
 #define RAIL_REC_BLOCKED 1
@@ -270,8 +292,9 @@ void rail_chan_flush(struct rail_comm *c);
 /* Flushes, waiting up to timeout_ms for the socket (drops the lock while it
  * waits). For data threads whose record nobody else may flush. */
 void rail_chan_flush_wait(struct rail_comm *c, int timeout_ms);
-/* Flush, read and dispatch whatever has arrived; never blocks. */
-void rail_chan_poll(struct rail_comm *c);
+/* Flush (unless !flush), read and dispatch whatever has arrived; never
+ * blocks. */
+void rail_chan_poll(struct rail_comm *c, int flush);
 /* The control stream of `rail` failed with rc. */
 void rail_chan_failed(struct rail_comm *c, int rail, int rc);
 /* Moves the channel off a rail that went down. */

@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* ppoll */
 /* The engine: requests, message matching, striping over rails, failover and
  * completion. It knows streams only as "control" and "data" (comm.h); the
  * TCP specifics live in chan.c (control) and stream.c (data threads).
@@ -25,17 +24,16 @@
  * on the control stream, or no stream left at all, fails the connection. */
 #include <errno.h>
 #include <net/if.h>
-#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "net/comm.h"
+#include "net/nap.h"
 #include "plugin/log.h"
 #include "plugin/param.h"
 
@@ -82,6 +80,7 @@ void rail_chunk_hdr_pack(const struct rail_chunk_hdr *h, uint8_t out[RAIL_CHUNK_
   rail_le_put(out + 4, h->len, 4);
   rail_le_put(out + 8, h->seq, 8);
   rail_le_put(out + 16, h->offset, 8);
+  rail_le_put(out + 24, h->total, 8);
 }
 
 void rail_chunk_hdr_unpack(const uint8_t in[RAIL_CHUNK_HDR_BYTES], struct rail_chunk_hdr *h) {
@@ -89,9 +88,15 @@ void rail_chunk_hdr_unpack(const uint8_t in[RAIL_CHUNK_HDR_BYTES], struct rail_c
   h->len = (uint32_t)rail_le_get(in + 4, 4);
   h->seq = rail_le_get(in + 8, 8);
   h->offset = rail_le_get(in + 16, 8);
+  h->total = rail_le_get(in + 24, 8);
 }
 
 /* ---- requests -------------------------------------------------------------- */
+
+/* Set in the data threads (stream.c). */
+static __thread int rail_data_thread;
+
+void rail_engine_mark_data_thread(void) { rail_data_thread = 1; }
 
 static struct rail_req *rail_slot(struct rail_comm *c, uint64_t seq) {
   return &c->reqs[seq % RAIL_SLOTS];
@@ -105,13 +110,10 @@ static void rail_req_complete(struct rail_comm *c, struct rail_req *r, int err) 
   r->error = err;
   r->state = RAIL_REQ_COMPLETE;
   __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-  /* The caller sleeps in test() (rail_engine_nap): end its nap. */
-  if (__atomic_load_n(&c->napping, __ATOMIC_ACQUIRE) && c->wake_fd >= 0) {
-    uint64_t one = 1;
-    if (write(c->wake_fd, &one, sizeof(one)) < 0) {
-      /* EAGAIN: the counter is full of wakes already. */
-    }
-  }
+  /* End the caller's nap (nap.h). From a data thread, even if it has not
+   * begun yet: the caller may have tested this request a moment ago and be
+   * on its way to nap on another comm's. */
+  rail_nap_kick(rail_data_thread);
 }
 
 static int rail_pending(const struct rail_comm *c) {
@@ -553,18 +555,37 @@ static void rail_maybe_complete_send(struct rail_comm *c, struct rail_req *r) {
     rail_req_complete(c, r, 0);
 }
 
-static int rail_on_cts(struct rail_comm *c, const struct rail_rec *rec) {
+/* A large send whose RTR is in: its chunks go, or, if the posted receive is
+ * too small, a MSG tells the receiver (which fails its receive and WARNs)
+ * and the send fails. */
+static void rail_send_ready(struct rail_comm *c, struct rail_req *r) {
+  uint64_t cap = c->rtr_cap[r->seq % RAIL_SLOTS];
+  struct rail_rec msg = {.type = RAIL_REC_MSG, .seq = r->seq, .arg = r->size};
+
+  c->rtr_seq[r->seq % RAIL_SLOTS] = 0;
+  if (r->size <= cap) {
+    rail_schedule(c, r);
+    return;
+  }
+  RAIL_INFO(RAIL_SUBSYS_NET,
+            "connection to %s: message %llu (%zu bytes) is larger than the receive posted for it "
+            "(%llu bytes); the send fails",
+            c->peer, (unsigned long long)r->seq, r->size, (unsigned long long)cap);
+  rail_req_complete(c, r, -EMSGSIZE);
+  if (rail_chan_append(c, &msg, NULL, 0, NULL) == 0)
+    rail_chan_flush(c);
+}
+
+static int rail_on_rtr(struct rail_comm *c, const struct rail_rec *rec) {
   struct rail_req *r = rail_slot(c, rec->seq);
 
-  if (r->state != RAIL_REQ_WAIT_CTS || r->seq != rec->seq)
+  if (rec->seq != c->rtr_next)
     return -EPROTO;
-  if (rec->arg != 0) {
-    RAIL_INFO(RAIL_SUBSYS_NET, "connection to %s: peer refused message %llu (%zu bytes): %s",
-              c->peer, (unsigned long long)rec->seq, r->size, strerror((int)rec->arg));
-    rail_req_complete(c, r, -(int)rec->arg);
-    return 0;
-  }
-  rail_schedule(c, r);
+  c->rtr_next++;
+  c->rtr_seq[rec->seq % RAIL_SLOTS] = rec->seq + 1;
+  c->rtr_cap[rec->seq % RAIL_SLOTS] = rec->arg;
+  if (r->state == RAIL_REQ_WAIT_RTR && r->seq == rec->seq)
+    rail_send_ready(c, r);
   return 0;
 }
 
@@ -583,39 +604,37 @@ static int rail_on_done(struct rail_comm *c, const struct rail_rec *rec) {
 
 /* ---- receiver records ----------------------------------------------------------- */
 
+/* An inline message, or the notice that a large one does not fit. An
+ * inline one may come before its irecv: it then waits in the channel. */
 static int rail_on_msg(struct rail_comm *c, const struct rail_rec *rec, const uint8_t *payload) {
   struct rail_req *r = rail_slot(c, rec->seq);
   size_t size = (size_t)rec->arg;
   int inl = (rec->flags & RAIL_REC_INLINE) != 0;
-  struct rail_rec cts = {.type = RAIL_REC_CTS, .seq = rec->seq};
-  size_t words;
-  int rc;
 
-  if (rec->seq != c->match_seq)
+  if (rec->seq >= c->next_seq)
+    return inl ? RAIL_REC_BLOCKED : -EPROTO; /* the sender saw no RTR for it */
+  if (r->seq != rec->seq || r->state != RAIL_REQ_POSTED || (!inl && size <= r->size))
     return -EPROTO;
-  if (r->state != RAIL_REQ_POSTED || r->seq != rec->seq)
-    return RAIL_REC_BLOCKED;
-  c->match_seq++;
   r->msg_size = size;
   if (size > r->size) {
     RAIL_WARN("connection from %s: message %llu is %zu bytes but its receive buffer holds %zu; the "
               "receive fails and nothing is written",
               c->peer, (unsigned long long)rec->seq, size, r->size);
     rail_req_complete(c, r, -EMSGSIZE);
-    if (!inl) {
-      cts.arg = EMSGSIZE;
-      if (rail_chan_append(c, &cts, NULL, 0, NULL) == 0)
-        rail_chan_flush(c);
-    }
     return 0;
   }
-  if (inl) {
-    if (size > 0)
-      memcpy(r->data, payload, size);
-    rail_req_complete(c, r, 0);
-    return 0;
-  }
-  words = ((size + RAIL_UNIT - 1) / RAIL_UNIT + 63) / 64;
+  if (size > 0)
+    memcpy(r->data, payload, size);
+  rail_req_complete(c, r, 0);
+  return 0;
+}
+
+/* A posted receive's first chunk: the message's size is known from here. */
+static int rail_recv_sized(struct rail_req *r, uint64_t total) {
+  size_t words = ((total + RAIL_UNIT - 1) / RAIL_UNIT + 63) / 64;
+
+  if (total == 0 || total > r->size)
+    return -EPROTO; /* the sender had our capacity, and sends 0 bytes inline */
   if (words > r->bits_cap) {
     uint64_t *bits = realloc(r->bits, words * sizeof(*bits));
     if (bits == NULL)
@@ -624,18 +643,14 @@ static int rail_on_msg(struct rail_comm *c, const struct rail_rec *rec, const ui
     r->bits_cap = words;
   }
   memset(r->bits, 0, words * sizeof(*r->bits));
+  r->msg_size = (size_t)total;
   r->bytes = 0;
   r->state = RAIL_REQ_RECEIVING;
-  rc = rail_chan_append(c, &cts, NULL, 0, NULL);
-  if (rc != 0)
-    return rc;
-  rail_chan_flush(c);
   return 0;
 }
 
-int rail_engine_on_record(struct rail_comm *c, const struct rail_rec *rec, const uint8_t *payload) {
-  if (rec->type == RAIL_REC_ACK)
-    return 0;
+static int rail_engine_dispatch(struct rail_comm *c, const struct rail_rec *rec,
+                                const uint8_t *payload) {
   if (rec->type == RAIL_REC_ABORT) {
     char why[96];
     snprintf(why, sizeof(why), "the peer failed it (%s)", strerror((int)rec->arg));
@@ -650,8 +665,8 @@ int rail_engine_on_record(struct rail_comm *c, const struct rail_rec *rec, const
     return 0;
   }
   if (c->is_send) {
-    if (rec->type == RAIL_REC_CTS)
-      return rail_on_cts(c, rec);
+    if (rec->type == RAIL_REC_RTR)
+      return rail_on_rtr(c, rec);
     if (rec->type == RAIL_REC_DONE)
       return rail_on_done(c, rec);
     return -EPROTO;
@@ -659,6 +674,17 @@ int rail_engine_on_record(struct rail_comm *c, const struct rail_rec *rec, const
   if (rec->type == RAIL_REC_MSG)
     return rail_on_msg(c, rec, payload);
   return -EPROTO;
+}
+
+int rail_engine_on_record(struct rail_comm *c, const struct rail_rec *rec, const uint8_t *payload) {
+  int rc;
+
+  if (rec->type == RAIL_REC_ACK)
+    return 0;
+  rc = rail_engine_dispatch(c, rec, payload);
+  if (rc == 0)
+    c->records_in++; /* a MSG waiting for its irecv counts once, when taken */
+  return rc;
 }
 
 /* ---- data threads ------------------------------------------------------------------ */
@@ -747,9 +773,12 @@ int rail_engine_chunk_begin(struct rail_comm *c, struct rail_stream *s,
 
     /* Not a message being received (any more): a copy resent after a
      * stream died, whose first copy made it. Dropped. */
-    if (c->error || c->closing || s->dead || r->state != RAIL_REQ_RECEIVING || r->seq != h->seq)
+    if (c->error || c->closing || s->dead || r->seq != h->seq ||
+        (r->state != RAIL_REQ_POSTED && r->state != RAIL_REQ_RECEIVING))
       break;
-    if (h->offset % RAIL_UNIT != 0 || end > r->msg_size ||
+    if (r->state == RAIL_REQ_POSTED && (rc = rail_recv_sized(r, h->total)) != 0)
+      break;
+    if (h->total != r->msg_size || h->offset % RAIL_UNIT != 0 || end > r->msg_size ||
         (h->len % RAIL_UNIT != 0 && end != r->msg_size)) {
       rc = -EPROTO;
       break;
@@ -814,7 +843,7 @@ void rail_engine_chunk_end(struct rail_comm *c, struct rail_stream *s,
 static void rail_engine_progress(struct rail_comm *c) {
   __atomic_store_n(&c->last_progress_ns, rail_now_ns(), __ATOMIC_RELAXED);
   c->progress_polls++;
-  rail_chan_poll(c);
+  rail_chan_poll(c, 1);
   if (c->ninline > 0) {
     for (int i = 0; i < RAIL_SLOTS; i++) {
       struct rail_req *r = &c->reqs[i];
@@ -854,22 +883,25 @@ int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
     r = NULL;
     goto out;
   }
-  rec.seq = c->next_seq;
-  rec.arg = size;
-  rec.flags = inl ? RAIL_REC_INLINE : 0;
-  rc = rail_chan_append(c, &rec, inl ? data : NULL, inl ? size : 0, &end);
-  if (rc == -ENOBUFS) {
-    /* The receiver has not acknowledged enough yet: see if it has now. */
-    rail_engine_progress(c);
-    rc = c->error ? c->error : rail_chan_append(c, &rec, inl ? data : NULL, inl ? size : 0, &end);
+  if (inl) {
+    /* Small messages go with their record, without waiting for the RTR. */
+    rec.seq = c->next_seq;
+    rec.arg = size;
+    rec.flags = RAIL_REC_INLINE;
+    rc = rail_chan_append(c, &rec, data, size, &end);
+    if (rc == -ENOBUFS) {
+      /* The receiver has not acknowledged enough yet: see if it has now. */
+      rail_engine_progress(c);
+      rc = c->error ? c->error : rail_chan_append(c, &rec, data, size, &end);
+    }
+    if (rc == -ENOBUFS) {
+      rc = 0;
+      r = NULL;
+      goto out;
+    }
+    if (rc != 0)
+      goto unlock;
   }
-  if (rc == -ENOBUFS) {
-    rc = 0;
-    r = NULL;
-    goto out;
-  }
-  if (rc != 0)
-    goto unlock;
   r->seq = c->next_seq++;
   r->data = data;
   r->size = size;
@@ -881,12 +913,19 @@ int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
   r->nchunks = 0;
   r->rec_end = end;
   __atomic_store_n(&r->done, 0, __ATOMIC_RELAXED);
-  r->state = inl ? RAIL_REQ_INLINE : RAIL_REQ_WAIT_CTS;
-  if (inl)
+  r->state = inl ? RAIL_REQ_INLINE : RAIL_REQ_WAIT_RTR;
+  if (inl) {
     c->ninline++;
-  rail_chan_flush(c);
-  if (inl && c->chan.sent >= end)
-    rail_req_complete(c, r, 0);
+    rail_chan_flush(c);
+    if (c->chan.sent >= end)
+      rail_req_complete(c, r, 0);
+  } else {
+    /* Its RTR is usually here already, or waiting in the socket. */
+    if (c->rtr_seq[r->seq % RAIL_SLOTS] != r->seq + 1)
+      rail_engine_progress(c);
+    if (r->state == RAIL_REQ_WAIT_RTR && c->rtr_seq[r->seq % RAIL_SLOTS] == r->seq + 1)
+      rail_send_ready(c, r);
+  }
 out:
   pthread_mutex_unlock(&c->mu);
   *out = r;
@@ -898,6 +937,7 @@ unlock:
 
 int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
                       struct rail_req **out) {
+  struct rail_rec rtr = {.type = RAIL_REC_RTR, .tag = tag};
   struct rail_req *r;
   int rc = 0;
 
@@ -908,11 +948,25 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
     return rc;
   }
   r = rail_slot(c, c->next_seq);
-  if (r->state != RAIL_REQ_FREE) {
+  rtr.seq = c->next_seq;
+  rtr.arg = size;
+  if (r->state == RAIL_REQ_FREE) {
+    rc = rail_chan_append(c, &rtr, NULL, 0, NULL);
+    if (rc == -ENOBUFS) {
+      /* The sender has not acknowledged enough yet: see if it has now. */
+      rail_engine_progress(c);
+      rc = c->error ? c->error : rail_chan_append(c, &rtr, NULL, 0, NULL);
+    }
+  }
+  if (r->state != RAIL_REQ_FREE || rc == -ENOBUFS) {
     rail_engine_progress(c);
     pthread_mutex_unlock(&c->mu);
     *out = NULL;
     return 0;
+  }
+  if (rc != 0) {
+    pthread_mutex_unlock(&c->mu);
+    return rc;
   }
   r->seq = c->next_seq++;
   r->data = data;
@@ -923,17 +977,22 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
   r->bytes = 0;
   __atomic_store_n(&r->done, 0, __ATOMIC_RELAXED);
   r->state = RAIL_REQ_POSTED;
-  /* Its MSG may be waiting already. */
-  rail_engine_progress(c);
+  /* An inline MSG for it may be waiting already. The RTR is not written
+   * yet: the caller's next test of this comm does it (every test of its
+   * oldest request flushes; the watcher within 10 ms), so a caller that
+   * posts a receive and then sends (a reply, the next step) gets its send
+   * out first, and small messages, which need no RTR, keep their round
+   * trip. */
+  rail_chan_poll(c, 0);
   pthread_mutex_unlock(&c->mu);
   *out = r;
   return 0;
 }
 
-/* How long test() may nap, by the message's size, the comm's rated speed
- * and whether an older request of the comm is still pending: -1 not at
- * all, 0 just yield, else nanoseconds; *wakeable says whether a completion
- * or a control record may end the nap early (rail_engine_nap). Messages
+/* How long test() may nap, by the message's size and whether an older
+ * request of the comm is still pending: -1 not at all, 0 just yield, else
+ * nanoseconds; *wakeable says whether a completion or a control record may
+ * end the nap early (rail_engine_nap; any comm's, nap.h). Messages
  * that data threads move get the CPU handed to those threads rather than
  * spun against (it matters where cores are few); small ones are not moved
  * by threads, and their latency is not touched.
@@ -944,16 +1003,15 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
  *    the nap ends early on a completion or a record, so the caller reposts
  *    as soon as one completes;
  *  - up to 4 MiB the nap is the message's time at 4 GB/s, at most 100 us;
- *  - from 4 MiB it is the message's time at the rails' rated speed, at most
- *    1 ms: data threads then need the cores for long stretches, and every
- *    wake-up in between takes a core from them (two-way 4-64 MiB on 2 cores:
- *    0.81 of raw TCP with a 100 us nap on every test, about 0.9 this way;
- *    docs/performance.md). It never outlasts the message at line rate, so a
- *    caller driving other comms from the same thread is held up no longer
- *    than this one needs anyway. */
-long rail_engine_nap_ns(size_t bytes, int speed_mbps, int older_pending, int *wakeable) {
-  uint64_t ns;
-
+ *  - from 4 MiB it is 1 ms, ended early by the next event of any comm: the
+ *    data threads then need the cores for long stretches, and a wake-up
+ *    with nothing to do takes a core from them. Every event that gives the
+ *    caller work ends the nap, whichever comm it is on, so its length only
+ *    bounds a lost wake-up. (4 MiB on 2 cores: a nap of the message's time
+ *    at the rated speed, 335 us on loopback, woke the callers 4,000 times a
+ *    second and took 300 ms/s of CPU; this way 2,600 and 170;
+ *    docs/performance.md.) */
+long rail_engine_nap_ns(size_t bytes, int older_pending, int *wakeable) {
   *wakeable = 0;
   if (bytes < RAIL_NAP_MIN_BYTES)
     return 0;
@@ -962,8 +1020,7 @@ long rail_engine_nap_ns(size_t bytes, int speed_mbps, int older_pending, int *wa
   *wakeable = 1;
   if (bytes < RAIL_NAP_FULL_BYTES)
     return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
-  ns = speed_mbps > 0 ? rail_wire_ns(bytes, speed_mbps) : RAIL_NAP_LONG_NS;
-  return ns > RAIL_NAP_LONG_NS ? RAIL_NAP_LONG_NS : (long)ns;
+  return RAIL_NAP_LONG_NS;
 }
 
 /* The nap of a data thread's turn at the lock: a fraction of the message's
@@ -992,45 +1049,20 @@ static int rail_older_pending(struct rail_comm *c, const struct rail_req *r) {
 
 static long rail_nap_ns(struct rail_comm *c, const struct rail_req *r, int older, int *wakeable) {
   size_t bytes = c->is_send || r->msg_size == 0 ? r->size : r->msg_size;
-  int mbps = 0;
 
   *wakeable = 0;
   if (r->state != RAIL_REQ_SENDING && r->state != RAIL_REQ_RECEIVING)
     return -1;
-  for (int i = 0; i < c->nrails; i++)
-    if (rail_usable(&c->rails[i]))
-      mbps += c->rails[i].speed_mbps;
-  return rail_engine_nap_ns(bytes, mbps, older, wakeable);
+  return rail_engine_nap_ns(bytes, older, wakeable);
 }
 
-/* Sleeps up to nap_ns, or until a request of c completes (its data thread
- * writes wake_fd while `napping` is up) or the control stream has records
- * to read. The lock is held on entry and dropped. The control stream is
- * left out while the record stage is full (a record waits for its irecv),
- * or it would be readable all along. */
+/* Sleeps up to nap_ns, or until any comm has a record to read or a
+ * completion (nap.h). The lock is held on entry, so that no completion of
+ * c can slip in between the caller's last look and the nap; it is dropped. */
 static void rail_engine_nap(struct rail_comm *c, long nap_ns) {
-  struct rail_stream *ctl = &c->rails[c->chan.cur].ctl;
-  struct pollfd p[2];
-  struct timespec ts = {0, nap_ns};
-  nfds_t n = 0;
-
-  if (c->wake_fd >= 0) {
-    p[n].fd = c->wake_fd;
-    p[n++].events = POLLIN;
-  }
-  if (!ctl->dead && ctl->fd >= 0 && c->chan.stage_len < c->chan.stage_cap) {
-    p[n].fd = ctl->fd;
-    p[n++].events = POLLIN;
-  }
-  __atomic_store_n(&c->napping, 1, __ATOMIC_RELEASE);
+  rail_nap_enter();
   pthread_mutex_unlock(&c->mu);
-  if (ppoll(p, n, &ts, NULL) > 0 && c->wake_fd >= 0 && (p[0].revents & POLLIN)) {
-    uint64_t v;
-    if (read(c->wake_fd, &v, sizeof(v)) < 0) {
-      /* EAGAIN: another wake was drained already; nothing to do. */
-    }
-  }
-  __atomic_store_n(&c->napping, 0, __ATOMIC_RELEASE);
+  rail_nap_wait(nap_ns);
 }
 
 int rail_engine_test(struct rail_req *r, int *done, int *size) {
@@ -1120,8 +1152,6 @@ int rail_engine_create(int is_send, const struct rail_link_setup *links, int nli
   }
   c->base.t = &rail_transport_socket;
   c->is_send = is_send;
-  /* Without it test() naps its full time; nothing else changes. */
-  c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   snprintf(c->peer, sizeof(c->peer), "%s", peer);
   c->inline_max = (size_t)rail_param_int(RAIL_PARAM_INLINE_BYTES);
   c->chunk_max = (size_t)(chunk / RAIL_UNIT * RAIL_UNIT);
@@ -1164,6 +1194,9 @@ int rail_engine_create(int is_send, const struct rail_link_setup *links, int nli
       if (rc != 0)
         goto destroy;
     }
+  /* Every rail's: the channel may move to any of them. */
+  for (int k = 0; k < nlinks; k++)
+    rail_nap_watch(c->rails[k].ctl.fd);
   rc = rail_watch_add(c);
   if (rc != 0)
     goto destroy;
@@ -1206,6 +1239,7 @@ void rail_engine_destroy(struct rail_comm *c) {
       if (c->rails[k].data[i].started)
         pthread_join(c->rails[k].data[i].thread, NULL);
   for (int k = 0; k < c->nrails; k++) {
+    rail_nap_unwatch(c->rails[k].ctl.fd);
     if (c->rails[k].ctl.fd >= 0)
       close(c->rails[k].ctl.fd);
     for (int i = 0; i < c->rails[k].nstreams; i++)
@@ -1217,8 +1251,6 @@ void rail_engine_destroy(struct rail_comm *c) {
     free(c->reqs[i].bits);
   }
   rail_chan_free(c);
-  if (c->wake_fd >= 0)
-    close(c->wake_fd);
   pthread_cond_destroy(&c->work);
   pthread_mutex_destroy(&c->mu);
   free(c);

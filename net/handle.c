@@ -96,8 +96,10 @@ int rail_handle_unpack(const void *buf, struct rail_handle *h) {
   struct rail_handle out;
 
   memset(&out, 0, sizeof(out));
-  if (rail_get32(p) != RAIL_HANDLE_MAGIC || p[4] != RAIL_HANDLE_VERSION)
+  if (rail_get32(p) != RAIL_HANDLE_MAGIC)
     return -EPROTO;
+  if (p[4] != RAIL_HANDLE_VERSION)
+    return -EPROTONOSUPPORT;
   out.version = p[4];
   out.nrails = p[5];
   out.transport = p[6];

@@ -38,7 +38,9 @@
 #include "topology/topo.h"
 
 #define RAIL_HANDLE_MAGIC 0x4c494152u /* "RAIL" little-endian */
-#define RAIL_HANDLE_VERSION 1
+/* 2: receivers announce their buffers (RTR) instead of answering each
+ * message "clear to send"; chunk headers carry the message size. */
+#define RAIL_HANDLE_VERSION 2
 #define RAIL_HELLO_BYTES 48
 #define RAIL_HELLO_CONTROL 0
 #define RAIL_HELLO_DATA 1
@@ -66,7 +68,8 @@ struct rail_hello {
 };
 
 void rail_handle_pack(const struct rail_handle *h, void *buf);
-/* -EPROTO for a bad magic, version or rail list (the caller names the peer). */
+/* -EPROTO for a bad magic or rail list, -EPROTONOSUPPORT for another
+ * protocol version (byte 4) (the caller names the peer). */
 int rail_handle_unpack(const void *buf, struct rail_handle *h);
 /* The connector-state slot only (bytes 112..127), read and written in
  * place while connect() is in progress. 0 = none or not ours. */

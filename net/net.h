@@ -112,6 +112,7 @@ struct rail_net_stats {
   double rail_weight[RAIL_NET_MAX_MEMBERS];  /* send comm: current striping weights */
   uint64_t resent_chunks;                    /* send comm: chunks sent again after a stream died */
   uint64_t progress_polls;                   /* control-stream polls (test(), watcher) */
+  uint64_t records_in; /* control records the comm acted on (acknowledgements aside) */
 };
 /* comm: a send or recv comm. */
 int rail_net_comm_stats(void *comm, struct rail_net_stats *stats);

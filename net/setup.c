@@ -482,8 +482,15 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
   if (cs == NULL)
     return -ENOMEM;
   rc = rail_handle_unpack(handle, &cs->h);
+  if (rc == -EPROTONOSUPPORT) {
+    RAIL_WARN("connect on %s: the peer's handle is for nccl-rail protocol version %u, this plugin "
+              "speaks version %u; every node of a job needs the same nccl-rail release",
+              dev->name, (unsigned)((const uint8_t *)handle)[4], (unsigned)RAIL_HANDLE_VERSION);
+    free(cs);
+    return rc;
+  }
   if (rc != 0) {
-    RAIL_WARN("connect on %s: the handle is not a nccl-rail handle of this version", dev->name);
+    RAIL_WARN("connect on %s: the handle is not a nccl-rail handle", dev->name);
     free(cs);
     return rc;
   }

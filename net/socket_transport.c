@@ -94,6 +94,7 @@ static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
   st->nrails = c->nrails;
   st->control_rail = c->chan.cur;
   st->progress_polls = c->progress_polls;
+  st->records_in = c->records_in;
   for (int k = 0; k < c->nrails; k++) {
     st->rail_up[k] = !c->rails[k].down;
     st->rail_streams[k] = c->rails[k].down ? 0 : c->rails[k].live;

@@ -40,6 +40,7 @@ static void *rail_stream_send_main(void *arg) {
   struct rail_stream *s = arg;
   struct rail_comm *c = s->comm;
 
+  rail_engine_mark_data_thread();
   for (;;) {
     struct rail_chunk *ch;
     struct rail_chunk_hdr h;
@@ -53,6 +54,7 @@ static void *rail_stream_send_main(void *arg) {
     h.len = ch->len;
     h.seq = ch->req->seq;
     h.offset = ch->offset;
+    h.total = ch->req->size;
     rail_chunk_hdr_pack(&h, hdr);
     iov[0].iov_base = hdr;
     iov[0].iov_len = sizeof(hdr);
@@ -70,6 +72,7 @@ static void *rail_stream_recv_main(void *arg) {
   struct rail_stream *s = arg;
   struct rail_comm *c = s->comm;
 
+  rail_engine_mark_data_thread();
   for (;;) {
     uint8_t hdr[RAIL_CHUNK_HDR_BYTES];
     struct rail_chunk_hdr h;

@@ -262,6 +262,34 @@ static inline int nt_irecv(void *rc_, void *data, size_t size, int tag, void **r
 }
 
 /* One message each way of the pair: returns 0 and checks the data. */
+/* A send posted hold_s seconds before its receive: it must not complete
+ * while it waits (tested every 10 ms), then both complete and the bytes
+ * arrive. 0, or what went wrong. */
+static inline int nt_late_recv(struct nt_pair *p, uint8_t *sb, uint8_t *rb, size_t size,
+                               uint64_t msg, double hold_s) {
+  void *sr = NULL, *rr = NULL;
+  int done = 0, ssz = -1, rsz = -1, e1 = 0, e2 = 0, rc;
+
+  nt_fill(sb, size, msg);
+  memset(rb, 0, size);
+  rc = nt_isend(p->sc, sb, size, 0, &sr, 5);
+  for (double t0 = nt_now(); rc == 0 && nt_now() - t0 < hold_s;) {
+    rc = rail_net_test(sr, &done, &ssz);
+    if (rc == 0 && done)
+      rc = -EALREADY; /* completed with no receive posted */
+    usleep(10000);
+  }
+  if (rc == 0)
+    rc = nt_irecv(p->rc, rb, size, 0, &rr, 5);
+  if (rc == 0)
+    rc = nt_wait2(sr, &ssz, &e1, rr, &rsz, &e2, 30);
+  if (rc == 0)
+    rc = e1 ? e1 : e2;
+  if (rc == 0 && (rsz != (int)size || nt_check(rb, size, msg) >= 0))
+    rc = -EBADMSG;
+  return rc;
+}
+
 static inline int nt_roundtrip(struct nt_pair *p, size_t size, uint64_t msg, double timeout_s) {
   uint8_t *sb = malloc(size ? size : 1), *rb = malloc(size + 64);
   void *sr = NULL, *rr = NULL;

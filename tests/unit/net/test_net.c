@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "net/handle.h"
+#include "net/nap.h"
 #include "net/setup.h"
 #include "net_util.h"
 #include "test.h"
@@ -347,7 +348,7 @@ TEST(test_handle_roundtrip) {
   CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
   buf[0] ^= 0xff;
   buf[4] = 99; /* a future protocol version */
-  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
+  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTONOSUPPORT);
   buf[4] = RAIL_HANDLE_VERSION;
   buf[5] = 5; /* too many rails */
   CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
@@ -728,6 +729,39 @@ static int nt_stream_messages(struct nt_pair *p, int count, size_t size, int win
   return rc;
 }
 
+/* Large messages are driven by the receiver: its irecv announces the
+ * buffer (RTR), chunks carry the size, and the receiver's caller acts on no
+ * record from the sender, so nothing wakes it before its data lands. The
+ * sender acts on two records per message (RTR, DONE). An isend posted
+ * before its irecv waits for the RTR, and a comm closed while one waits
+ * closes. */
+TEST(test_receiver_drives) {
+  enum { COUNT = 12, SIZE = 1 << 20 };
+  struct nt_pair p;
+  struct rail_net_stats ss, rs;
+  uint8_t *sb = malloc(SIZE), *rb = malloc(SIZE);
+  void *sr = NULL;
+
+  nt_setup();
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  CHECK_EQ_INT(nt_stream_messages(&p, COUNT, SIZE, 4), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.sc, &ss), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.rc, &rs), 0);
+  CHECK_EQ_INT((int)rs.records_in, 0);
+  CHECK_EQ_INT((int)ss.records_in, 2 * COUNT);
+
+  /* The send first: it cannot move until the receive is posted. */
+  CHECK_EQ_INT(nt_late_recv(&p, sb, rb, SIZE, 11, 0.1), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.rc, &rs), 0);
+  CHECK_EQ_INT((int)rs.records_in, 0);
+  /* Sent, never received: closing both sides does not wait for it. */
+  CHECK_EQ_INT(nt_isend(p.sc, sb, SIZE, 0, &sr, 5), 0);
+  usleep(20000);
+  nt_close(&p);
+  free(sb);
+  free(rb);
+}
+
 TEST(test_two_rails_stripe) {
   struct nt_pair p;
   struct rail_net_stats ss, rs;
@@ -814,6 +848,27 @@ TEST(test_two_rails_small) {
 }
 
 /* ---- closing in every state ------------------------------------------------------------------ */
+
+/* A handle from another protocol version (a node on another nccl-rail
+ * release): connect fails at once, with a WARN giving both versions. */
+TEST(test_version_mismatch) {
+  char handle[RAIL_NET_HANDLE_BYTES];
+  void *lc = NULL, *sc = NULL;
+
+  nt_setup();
+  CHECK_EQ_INT(rail_net_listen(nt_dev1, handle, &lc), 0);
+  handle[4] = (char)(RAIL_HANDLE_VERSION + 1);
+  nt_log_start();
+  CHECK_EQ_INT(rail_net_connect(nt_dev1, handle, -1, &sc), -EPROTONOSUPPORT);
+  CHECK(sc == NULL);
+  {
+    char want[64];
+    snprintf(want, sizeof(want), "protocol version %d, this plugin speaks version %d",
+             RAIL_HANDLE_VERSION + 1, RAIL_HANDLE_VERSION);
+    CHECK(nt_log_has(want, "same nccl-rail release"));
+  }
+  CHECK_EQ_INT(rail_net_close_listen(lc), 0);
+}
 
 TEST(test_close_states) {
   struct nt_pair p;
@@ -1019,22 +1074,81 @@ TEST(test_nap_policy) {
   int w = -1;
 
   /* Small messages: a yield, never a timer. */
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4096, 100000, 0, &w), 0);
+  CHECK_EQ_INT((int)rail_engine_nap_ns(4096, 0, &w), 0);
   CHECK_EQ_INT(w, 0);
   /* Mid-size: only the oldest pending request naps, wakeably, at 4 GB/s. */
-  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 10, 100000, 1, &w), -1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 10, 100000, 0, &w), (256 << 10) / 4);
+  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 10, 1, &w), -1);
+  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 10, 0, &w), (256 << 10) / 4);
   CHECK_EQ_INT(w, 1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(2u << 20, 100000, 0, &w), 100000);
-  /* Bulk: likewise only the oldest, wakeably, for the message's time at the
-   * rated speed (4 MiB at 100 Gbps: 335 us; at 400 Gbps: 84 us), at most
-   * 1 ms (25 Gbps), so other comms of the caller wait no longer. */
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 100000, 1, &w), -1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 100000, 0, &w), 335544);
+  CHECK_EQ_INT((int)rail_engine_nap_ns(2u << 20, 0, &w), 100000);
+  /* Bulk: likewise only the oldest, wakeably, 1 ms: any comm's next event
+   * ends it (test_nap_wakes). */
+  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 1, &w), -1);
+  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 0, &w), 1000000);
   CHECK_EQ_INT(w, 1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 400000, 0, &w), 83886);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 25000, 0, &w), 1000000);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 20, 0, 0, &w), 1000000);
+  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 20, 0, &w), 1000000);
+}
+
+struct nt_later {
+  int fd; /* write a byte here, or kick if < 0 */
+  int delay_ms;
+};
+
+static void *nt_later_main(void *arg) {
+  struct nt_later *l = arg;
+
+  usleep((useconds_t)l->delay_ms * 1000);
+  if (l->fd >= 0)
+    CHECK_EQ_INT((int)write(l->fd, "x", 1), 1);
+  else
+    rail_nap_kick(0);
+  return NULL;
+}
+
+/* How long a nap of up to 10 s lasts while `l` happens. */
+static double nt_nap_during(struct nt_later *l) {
+  pthread_t th;
+  double t0 = nt_now();
+
+  CHECK_EQ_INT(pthread_create(&th, NULL, nt_later_main, l), 0);
+  rail_nap_enter();
+  rail_nap_wait(10l * 1000 * 1000 * 1000);
+  pthread_join(th, NULL);
+  return nt_now() - t0;
+}
+
+/* The callers' nap (nap.h) ends on any watched stream's data and on a kick
+ * from another thread; a data thread's kick given before the nap began
+ * still ends it, and a conditional kick with nobody napping is not kept.
+ * The bounds are seconds apart: a nap that missed its event lasts 10 s. */
+TEST(test_nap_wakes) {
+  int sv[2];
+  struct nt_later data = {.delay_ms = 50}, kick = {.fd = -1, .delay_ms = 50};
+  char c;
+  double t0;
+
+  CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  rail_nap_watch(sv[0]);
+  data.fd = sv[1];
+  CHECK(nt_nap_during(&data) < 5);
+  CHECK_EQ_INT((int)read(sv[0], &c, 1), 1);
+  CHECK(nt_nap_during(&kick) < 5);
+  /* Kicked while nobody napped: the next nap returns at once. */
+  rail_nap_kick(1);
+  t0 = nt_now();
+  rail_nap_enter();
+  rail_nap_wait(10l * 1000 * 1000 * 1000);
+  CHECK(nt_now() - t0 < 5);
+  /* A conditional kick with nobody napping leaves nothing behind: this nap
+   * runs its 200 ms. */
+  rail_nap_kick(0);
+  t0 = nt_now();
+  rail_nap_enter();
+  rail_nap_wait(200l * 1000 * 1000);
+  CHECK(nt_now() - t0 >= 0.15);
+  rail_nap_unwatch(sv[0]);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 TEST(test_nstreams) {
@@ -1087,6 +1201,6 @@ TEST(test_make_vdevice) {
 RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live, test_sysfs_fake_tree,
                test_addr_helpers, test_devices_fused, test_common_pci, test_handle_roundtrip,
                test_hello_roundtrip, test_rail_matching, test_props, test_reg_mr, test_sizes,
-               test_in_flight, test_progress_per_pass, test_irecv_n, test_truncation, test_two_rails_stripe,
-               test_two_rails_adapt, test_two_rails_small, test_close_states,
-               test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nstreams, test_make_vdevice)
+               test_in_flight, test_progress_per_pass, test_receiver_drives, test_irecv_n, test_truncation, test_two_rails_stripe,
+               test_two_rails_adapt, test_two_rails_small, test_version_mismatch, test_close_states,
+               test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nap_wakes, test_nstreams, test_make_vdevice)

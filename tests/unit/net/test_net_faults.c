@@ -212,6 +212,24 @@ TEST(test_peer_closes) {
   free(buf);
 }
 
+/* A receiver that posts long after the sender sent (a straggling rank) is
+ * not a dead one: the transfer waits for it, however long past
+ * NCCL_RAIL_TIMEOUT_MS, and then completes. */
+TEST(test_late_receiver) {
+  enum { SIZE = 64 << 20 };
+  struct nt_pair p;
+  uint8_t *sb = malloc(SIZE), *rb = malloc(SIZE);
+
+  nt_setup();
+  nt_env("NCCL_RAIL_TIMEOUT_MS", "300");
+  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
+  CHECK_EQ_INT(nt_late_recv(&p, sb, rb, SIZE, 9, 2), 0);
+  nt_close(&p);
+  nt_env("NCCL_RAIL_TIMEOUT_MS", NULL);
+  free(sb);
+  free(rb);
+}
+
 /* The peer is a forked process, killed in the middle of a transfer. */
 static void nt_child_sender(int dev, char *handle) {
   void *sc = NULL;
@@ -503,6 +521,7 @@ TEST(test_all_rails_down) {
 }
 
 RAIL_TEST_MAIN(test_strangers, test_setup_timeouts, test_fingerprint_mismatch, test_peer_closes,
+               test_late_receiver,
                test_peer_killed, test_rail_down_sender_data, test_rail_down_sender_control,
                test_rail_down_receiver_data, test_rail_down_receiver_control, test_rail_down_both,
                test_idle_side_follows, test_all_rails_down)

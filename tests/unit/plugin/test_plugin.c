@@ -24,6 +24,7 @@ static void capture(int level, unsigned long flags, const char *file, int line, 
 TEST(errors_map_once_at_the_edge) {
   CHECK_EQ_INT(rail_abi_result(0), ncclSuccess);
   CHECK_EQ_INT(rail_abi_result(-EMSGSIZE), ncclInvalidUsage);
+  CHECK_EQ_INT(rail_abi_result(-EPROTONOSUPPORT), ncclInvalidUsage);
   CHECK_EQ_INT(rail_abi_result(-EINVAL), ncclInvalidArgument);
   CHECK_EQ_INT(rail_abi_result(-ECONNRESET), ncclRemoteError);
   CHECK_EQ_INT(rail_abi_result(-ETIMEDOUT), ncclSystemError);
