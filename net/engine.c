@@ -868,7 +868,7 @@ int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
                       struct rail_req **out) {
   struct rail_req *r;
   struct rail_rec rec = {.type = RAIL_REC_MSG, .tag = tag};
-  int inl = size <= c->inline_max, rc;
+  int inl = size <= c->inline_max, rc = 0;
   uint64_t end = 0;
 
   pthread_mutex_lock(&c->mu);
