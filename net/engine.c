@@ -864,6 +864,25 @@ void rail_engine_poll_idle(struct rail_comm *c, uint64_t now, uint64_t idle_ns) 
   pthread_mutex_unlock(&c->mu);
 }
 
+/* Appends a record; if the log is full, reads the peer's acknowledgements
+ * once and tries again. -ENOBUFS: still full (the caller hands NCCL no
+ * request, and NCCL calls again). */
+static int rail_engine_append(struct rail_comm *c, struct rail_rec *rec, const void *payload,
+                              size_t plen, uint64_t *end) {
+  int rc = rail_chan_append(c, rec, payload, plen, end);
+
+  if (rc == -ENOBUFS) {
+    rail_engine_progress(c);
+    rc = c->error ? c->error : rail_chan_append(c, rec, payload, plen, end);
+  }
+  return rc;
+}
+
+/* Whether the receiver's RTR for seq is in and not yet used. */
+static int rail_rtr_in(const struct rail_comm *c, uint64_t seq) {
+  return c->rtr_seq[seq % RAIL_SLOTS] == seq + 1;
+}
+
 int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
                       struct rail_req **out) {
   struct rail_req *r;
@@ -888,12 +907,7 @@ int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
     rec.seq = c->next_seq;
     rec.arg = size;
     rec.flags = RAIL_REC_INLINE;
-    rc = rail_chan_append(c, &rec, data, size, &end);
-    if (rc == -ENOBUFS) {
-      /* The receiver has not acknowledged enough yet: see if it has now. */
-      rail_engine_progress(c);
-      rc = c->error ? c->error : rail_chan_append(c, &rec, data, size, &end);
-    }
+    rc = rail_engine_append(c, &rec, data, size, &end);
     if (rc == -ENOBUFS) {
       rc = 0;
       r = NULL;
@@ -920,11 +934,12 @@ int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
     if (c->chan.sent >= end)
       rail_req_complete(c, r, 0);
   } else {
-    /* Its RTR is usually here already, or waiting in the socket. */
-    if (c->rtr_seq[r->seq % RAIL_SLOTS] != r->seq + 1)
-      rail_engine_progress(c);
-    if (r->state == RAIL_REQ_WAIT_RTR && c->rtr_seq[r->seq % RAIL_SLOTS] == r->seq + 1)
+    /* Its RTR is usually here already, or waiting in the socket, where
+     * reading it starts the send (rail_on_rtr). */
+    if (rail_rtr_in(c, r->seq))
       rail_send_ready(c, r);
+    else
+      rail_engine_progress(c);
   }
 out:
   pthread_mutex_unlock(&c->mu);
@@ -948,25 +963,19 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
     return rc;
   }
   r = rail_slot(c, c->next_seq);
-  rtr.seq = c->next_seq;
-  rtr.arg = size;
-  if (r->state == RAIL_REQ_FREE) {
-    rc = rail_chan_append(c, &rtr, NULL, 0, NULL);
-    if (rc == -ENOBUFS) {
-      /* The sender has not acknowledged enough yet: see if it has now. */
-      rail_engine_progress(c);
-      rc = c->error ? c->error : rail_chan_append(c, &rtr, NULL, 0, NULL);
-    }
-  }
-  if (r->state != RAIL_REQ_FREE || rc == -ENOBUFS) {
+  if (r->state != RAIL_REQ_FREE) {
     rail_engine_progress(c);
     pthread_mutex_unlock(&c->mu);
     *out = NULL;
     return 0;
   }
+  rtr.seq = c->next_seq;
+  rtr.arg = size;
+  rc = rail_engine_append(c, &rtr, NULL, 0, NULL);
   if (rc != 0) {
     pthread_mutex_unlock(&c->mu);
-    return rc;
+    *out = NULL;
+    return rc == -ENOBUFS ? 0 : rc;
   }
   r->seq = c->next_seq++;
   r->data = data;

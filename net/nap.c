@@ -11,7 +11,6 @@
  *
  * The two descriptors live as long as the process (a forked child makes
  * its own); without them a nap is a plain bounded sleep. */
-#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>

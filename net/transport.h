@@ -74,8 +74,8 @@ struct rail_transport {
 };
 
 /* A message's time on links whose speeds sum to speed_mbps, in ns (Mbps is
- * bits per microsecond); 0 when the speed is unknown. Both transports' test()
- * naps are fractions of it. */
+ * bits per microsecond); 0 when the speed is unknown. The verbs transport's
+ * test() nap is a fraction of it. */
 static inline uint64_t rail_wire_ns(size_t bytes, int speed_mbps) {
   return speed_mbps > 0 ? (uint64_t)bytes * 8000u / (uint64_t)speed_mbps : 0;
 }
