@@ -68,16 +68,14 @@ static void rail_ring_write(uint8_t *ring, size_t cap, uint64_t off, const void 
   size_t pos = (size_t)(off % cap), first = len < cap - pos ? len : cap - pos;
 
   memcpy(ring + pos, src, first);
-  if (len > first)
-    memcpy(ring, (const uint8_t *)src + first, len - first);
+  if (len > first) memcpy(ring, (const uint8_t *)src + first, len - first);
 }
 
 static void rail_ring_read(const uint8_t *ring, size_t cap, uint64_t off, void *dst, size_t len) {
   size_t pos = (size_t)(off % cap), first = len < cap - pos ? len : cap - pos;
 
   memcpy(dst, ring + pos, first);
-  if (len > first)
-    memcpy((uint8_t *)dst + first, ring, len - first);
+  if (len > first) memcpy((uint8_t *)dst + first, ring, len - first);
 }
 
 static int rail_chan_grow(struct rail_chan *ch, size_t need) {
@@ -86,11 +84,9 @@ static int rail_chan_grow(struct rail_chan *ch, size_t need) {
 
   while (cap < used + need)
     cap *= 2;
-  if (cap > RAIL_CHAN_LOG_MAX)
-    return -ENOBUFS;
+  if (cap > RAIL_CHAN_LOG_MAX) return -ENOBUFS;
   log = malloc(cap);
-  if (log == NULL)
-    return -ENOMEM;
+  if (log == NULL) return -ENOMEM;
   /* Keep every offset's byte at offset % cap in the new ring. */
   for (uint64_t off = ch->tail; off < ch->head;) {
     uint8_t tmp[4096];
@@ -144,18 +140,15 @@ int rail_chan_append(struct rail_comm *c, struct rail_rec *rec, const void *payl
     return -ENOBUFS;
   if (ch->head - ch->tail + need > ch->log_cap) {
     int rc = rail_chan_grow(ch, need);
-    if (rc != 0)
-      return rc;
+    if (rc != 0) return rc;
   }
   rec->ack = ch->consumed;
   ch->ack_sent = ch->consumed;
   rail_rec_pack(rec, hdr);
   rail_ring_write(ch->log, ch->log_cap, ch->head, hdr, sizeof(hdr));
-  if (plen > 0)
-    rail_ring_write(ch->log, ch->log_cap, ch->head + RAIL_REC_BYTES, payload, plen);
+  if (plen > 0) rail_ring_write(ch->log, ch->log_cap, ch->head + RAIL_REC_BYTES, payload, plen);
   ch->head += need;
-  if (end != NULL)
-    *end = ch->head;
+  if (end != NULL) *end = ch->head;
   return 0;
 }
 
@@ -165,11 +158,9 @@ static int rail_chan_note_ack(struct rail_comm *c, uint64_t ack) {
   struct rail_chan *ch = &c->chan;
   uint64_t upto;
 
-  if (ack > ch->head)
-    return -EPROTO;
+  if (ack > ch->head) return -EPROTO;
   upto = ack < ch->sent ? ack : ch->sent;
-  if (upto > ch->tail)
-    ch->tail = upto;
+  if (upto > ch->tail) ch->tail = upto;
   return 0;
 }
 
@@ -183,8 +174,7 @@ void rail_chan_flush(struct rail_comm *c) {
     int n = 0;
     ssize_t w;
 
-    if (s->dead || s->fd < 0)
-      return;
+    if (s->dead || s->fd < 0) return;
     if (ch->pre_off < ch->pre_len) {
       iov[n].iov_base = ch->pre + ch->pre_off;
       iov[n++].iov_len = ch->pre_len - ch->pre_off;
@@ -199,17 +189,14 @@ void rail_chan_flush(struct rail_comm *c) {
         iov[n++].iov_len = len - first;
       }
     }
-    if (n == 0)
-      return;
+    if (n == 0) return;
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov = iov;
     msg.msg_iovlen = (size_t)n;
     w = sendmsg(s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return;
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       rail_chan_failed(c, ch->cur, -errno);
       continue; /* on the rail it moved to, if any */
     }
@@ -267,8 +254,7 @@ void rail_chan_move(struct rail_comm *c) {
   int from = ch->cur, to = -1;
 
   for (int r = 0; r < c->nrails && to < 0; r++)
-    if (!c->rails[r].down && !c->rails[r].ctl.dead)
-      to = r;
+    if (!c->rails[r].down && !c->rails[r].ctl.dead) to = r;
   if (to < 0) {
     rail_engine_fail(c, -ENETDOWN, "no rail left to carry the control channel");
     return;
@@ -283,8 +269,7 @@ void rail_chan_failed(struct rail_comm *c, int rail, int rc) {
   struct rail_stream *s = &c->rails[rail].ctl;
   char why[320]; /* room for the rail description (desc) and the reason */
 
-  if (s->dead)
-    return;
+  if (s->dead) return;
   if (c->closing || c->error) {
     s->dead = 1;
     return;
@@ -320,27 +305,23 @@ static void rail_chan_check_standby(struct rail_comm *c) {
   struct rail_chan *ch = &c->chan;
   uint64_t now;
 
-  if (c->nrails < 2)
-    return;
+  if (c->nrails < 2) return;
   now = rail_now_ns();
-  if (now < ch->next_standby_ns)
-    return;
+  if (now < ch->next_standby_ns) return;
   ch->next_standby_ns = now + RAIL_CHAN_STANDBY_NS;
   for (int r = 0; r < c->nrails; r++) {
     struct rail_stream *s = &c->rails[r].ctl;
     uint8_t b;
     ssize_t n;
 
-    if (r == ch->cur || s->dead || c->rails[r].down)
-      continue;
+    if (r == ch->cur || s->dead || c->rails[r].down) continue;
     n = recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0) {
       rail_chan_failed(c, r, -EPIPE);
       return;
     }
     if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        rail_chan_failed(c, r, -errno);
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) rail_chan_failed(c, r, -errno);
       continue;
     }
     rail_chan_adopt(c, r);
@@ -361,28 +342,23 @@ static int rail_chan_parse(struct rail_comm *c) {
       size_t d = ch->skip < avail ? (size_t)ch->skip : avail;
       ch->stage_off += d;
       ch->skip -= d;
-      if (ch->skip > 0)
-        break;
+      if (ch->skip > 0) break;
       continue;
     }
-    if (avail < RAIL_REC_BYTES)
-      break;
+    if (avail < RAIL_REC_BYTES) break;
     rail_rec_unpack(p, &rec);
     if (ch->expect_resync || rec.type == RAIL_REC_RESYNC) {
       if (!ch->expect_resync || rec.type != RAIL_REC_RESYNC || rec.arg > ch->consumed)
         return -EPROTO;
       ch->skip = ch->consumed - rec.arg;
-      if (rec.seq > ch->epoch)
-        ch->epoch = (uint32_t)rec.seq;
+      if (rec.seq > ch->epoch) ch->epoch = (uint32_t)rec.seq;
       ch->expect_resync = 0;
       ch->stage_off += RAIL_REC_BYTES;
-      if (rail_chan_note_ack(c, rec.ack) != 0)
-        return -EPROTO;
+      if (rail_chan_note_ack(c, rec.ack) != 0) return -EPROTO;
       continue;
     }
     plen = (rec.type == RAIL_REC_MSG && (rec.flags & RAIL_REC_INLINE)) ? (size_t)rec.arg : 0;
-    if (plen > RAIL_CHAN_MAX_PAYLOAD)
-      return -EPROTO;
+    if (plen > RAIL_CHAN_MAX_PAYLOAD) return -EPROTO;
     if (RAIL_REC_BYTES + plen > ch->stage_cap) {
       /* A peer configured with a larger NCCL_RAIL_INLINE_BYTES. */
       size_t cap = 2 * (RAIL_REC_BYTES + plen);
@@ -391,21 +367,16 @@ static int rail_chan_parse(struct rail_comm *c) {
       ch->stage_len = avail;
       ch->stage_off = 0;
       stage = realloc(ch->stage, cap);
-      if (stage == NULL)
-        return -ENOMEM;
+      if (stage == NULL) return -ENOMEM;
       ch->stage = stage;
       ch->stage_cap = cap;
       break; /* read more first */
     }
-    if (avail < RAIL_REC_BYTES + plen)
-      break;
-    if (rail_chan_note_ack(c, rec.ack) != 0)
-      return -EPROTO;
+    if (avail < RAIL_REC_BYTES + plen) break;
+    if (rail_chan_note_ack(c, rec.ack) != 0) return -EPROTO;
     rc = rail_engine_on_record(c, &rec, p + RAIL_REC_BYTES);
-    if (rc == RAIL_REC_BLOCKED)
-      break;
-    if (rc < 0)
-      return rc;
+    if (rc == RAIL_REC_BLOCKED) break;
+    if (rc < 0) return rc;
     ch->stage_off += RAIL_REC_BYTES + plen;
     ch->consumed += RAIL_REC_BYTES + plen;
   }
@@ -424,31 +395,25 @@ void rail_chan_poll(struct rail_comm *c, int flush) {
   struct rail_chan *ch = &c->chan;
   int rc = 0;
 
-  if (flush)
-    rail_chan_flush(c);
-  if (c->error)
-    return;
+  if (flush) rail_chan_flush(c);
+  if (c->error) return;
   rail_chan_check_standby(c);
   for (int iter = 0; iter < 16 && !c->error && rc == 0; iter++) {
     struct rail_stream *s = &c->rails[ch->cur].ctl;
     size_t room;
     ssize_t n;
 
-    if (s->dead)
-      break;
-    if (ch->stage_off > 0 && ch->stage_len == ch->stage_cap)
-      rc = rail_chan_parse(c);
+    if (s->dead) break;
+    if (ch->stage_off > 0 && ch->stage_len == ch->stage_cap) rc = rail_chan_parse(c);
     room = ch->stage_cap - ch->stage_len;
-    if (room == 0 || rc != 0)
-      break;
+    if (room == 0 || rc != 0) break;
     n = recv(s->fd, ch->stage + ch->stage_len, room, MSG_DONTWAIT);
     if (n == 0) {
       rail_chan_failed(c, ch->cur, -EPIPE);
       continue;
     }
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         rail_chan_failed(c, ch->cur, -errno);
         continue;
@@ -457,12 +422,10 @@ void rail_chan_poll(struct rail_comm *c, int flush) {
     }
     ch->stage_len += (size_t)n;
     rc = rail_chan_parse(c);
-    if ((size_t)n < room)
-      break;
+    if ((size_t)n < room) break;
   }
   /* A newly posted irecv may unblock a record that is already here. */
-  if (rc == 0 && !c->error)
-    rc = rail_chan_parse(c);
+  if (rc == 0 && !c->error) rc = rail_chan_parse(c);
   if (rc != 0 && !c->error) {
     char why[96];
     snprintf(why, sizeof(why), "control stream protocol error (%s)", strerror(-rc));
@@ -471,7 +434,6 @@ void rail_chan_poll(struct rail_comm *c, int flush) {
   }
   if (!c->error && ch->consumed - ch->ack_sent >= RAIL_CHAN_ACK_EVERY) {
     struct rail_rec ack = {.type = RAIL_REC_ACK};
-    if (rail_chan_append(c, &ack, NULL, 0, NULL) == 0)
-      rail_chan_flush(c);
+    if (rail_chan_append(c, &ack, NULL, 0, NULL) == 0) rail_chan_flush(c);
   }
 }

@@ -203,8 +203,8 @@ struct rail_comm {
   int nrails;
   struct rail_link rails[RAIL_MAX_RAILS];
   struct rail_chan chan;
-  uint64_t next_seq;  /* of the next isend or irecv */
-  int ninline;        /* send: requests in RAIL_REQ_INLINE */
+  uint64_t next_seq; /* of the next isend or irecv */
+  int ninline;       /* send: requests in RAIL_REQ_INLINE */
   /* send: the receiver's RTRs, by seq % RAIL_SLOTS: seq + 1 (0: none) and
    * capacity. An RTR may come before its isend; it is never overwritten
    * unused, since the receiver posts seq + RAIL_SLOTS only after seq has

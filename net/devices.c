@@ -18,14 +18,12 @@ void rail_devices_common_pci(const char *const *paths, int n, char *out, size_t 
   size_t clen;
 
   out[0] = '\0';
-  if (n < 1 || paths[0] == NULL || paths[0][0] == '\0')
-    return;
+  if (n < 1 || paths[0] == NULL || paths[0][0] == '\0') return;
   snprintf(common, sizeof(common), "%s", paths[0]);
   clen = strlen(common);
   for (int i = 1; i < n; i++) {
     size_t k = 0;
-    if (paths[i] == NULL || paths[i][0] == '\0')
-      return;
+    if (paths[i] == NULL || paths[i][0] == '\0') return;
     while (k < clen && paths[i][k] == common[k])
       k++;
     /* Cut back to a whole path component both share. */
@@ -37,10 +35,8 @@ void rail_devices_common_pci(const char *const *paths, int n, char *out, size_t 
   }
   for (;;) {
     char *slash = strrchr(common, '/');
-    if (slash == NULL)
-      return;
-    if (rail_devices_is_bdf(slash + 1))
-      break;
+    if (slash == NULL) return;
+    if (rail_devices_is_bdf(slash + 1)) break;
     *slash = '\0';
   }
   snprintf(out, len, "%s", common);
@@ -50,13 +46,10 @@ void rail_devices_common_pci(const char *const *paths, int n, char *out, size_t 
 static int rail_devices_numa_index(const struct rail_topo *topo, const struct rail_iface *ifc) {
   const struct rail_topo_nic *nic = topo != NULL ? rail_topo_find_netdev(topo, ifc->name) : NULL;
 
-  if (nic != NULL && nic->numa >= 0)
-    return nic->numa;
-  if (topo == NULL || ifc->numa_os < 0)
-    return -1;
+  if (nic != NULL && nic->numa >= 0) return nic->numa;
+  if (topo == NULL || ifc->numa_os < 0) return -1;
   for (int i = 0; i < topo->nnuma; i++)
-    if (topo->numa[i].os_index == ifc->numa_os)
-      return i;
+    if (topo->numa[i].os_index == ifc->numa_os) return i;
   return -1;
 }
 
@@ -68,8 +61,7 @@ static void rail_devices_unique_name(struct rail_devtab *t, struct rail_device *
   for (int suffix = 2; clash; suffix++) {
     clash = 0;
     for (int i = 0; i < t->ndevs; i++)
-      if (&t->devs[i] != d && strcmp(t->devs[i].name, d->name) == 0)
-        clash = 1;
+      if (&t->devs[i] != d && strcmp(t->devs[i].name, d->name) == 0) clash = 1;
     if (clash)
       snprintf(d->name, sizeof(d->name), "%.*s#%d", (int)sizeof(d->name) - 12, base, suffix);
   }
@@ -89,12 +81,10 @@ static void rail_devices_fill(struct rail_devtab *t, struct rail_device *d, cons
     d->members[i] = members[i];
     d->rails[i] = *ifc;
     d->speed_mbps += ifc->speed_mbps;
-    if (d->numa < 0)
-      d->numa = ifc->numa;
+    if (d->numa < 0) d->numa = ifc->numa;
     paths[i] = ifc->pci_path;
     off += (size_t)snprintf(d->name + off, sizeof(d->name) - off, "%s%s", i ? "+" : "", ifc->name);
-    if (off >= sizeof(d->name))
-      off = sizeof(d->name) - 1;
+    if (off >= sizeof(d->name)) off = sizeof(d->name) - 1;
   }
   if (n == 1)
     snprintf(d->pci_path, sizeof(d->pci_path), "%s", paths[0]);
@@ -126,8 +116,7 @@ int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int 
                        const struct rail_topo *topo, int fuse) {
   int assigned[RAIL_IFACES_MAX] = {0};
 
-  if (n < 0 || n > RAIL_IFACES_MAX)
-    return -EINVAL;
+  if (n < 0 || n > RAIL_IFACES_MAX) return -EINVAL;
   memset(t, 0, sizeof(*t));
   t->fused = fuse;
   t->nphys = n;
@@ -141,11 +130,9 @@ int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int 
     const struct rail_topo_group *g = NULL;
     int members[RAIL_NET_MAX_MEMBERS], nm = 0;
 
-    if (assigned[i])
-      continue;
+    if (assigned[i]) continue;
     nic = fuse && topo != NULL ? rail_topo_find_netdev(topo, t->phys[i].name) : NULL;
-    if (nic != NULL && nic->group >= 0 && nic->group < topo->ngroups)
-      g = &topo->groups[nic->group];
+    if (nic != NULL && nic->group >= 0 && nic->group < topo->ngroups) g = &topo->groups[nic->group];
     if (g != NULL) {
       /* Members in the model's order, only those that are usable here. */
       for (int k = 0; k < g->nnics && nm < RAIL_NET_MAX_MEMBERS; k++) {
@@ -174,17 +161,13 @@ int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int 
 int rail_devices_add(struct rail_devtab *t, const int *members, int n, int *dev) {
   struct rail_device *d;
 
-  if (n < 1 || n > RAIL_NET_MAX_MEMBERS)
-    return -EINVAL;
+  if (n < 1 || n > RAIL_NET_MAX_MEMBERS) return -EINVAL;
   for (int i = 0; i < n; i++) {
-    if (members[i] < 0 || members[i] >= t->nphys)
-      return -EINVAL;
+    if (members[i] < 0 || members[i] >= t->nphys) return -EINVAL;
     for (int j = 0; j < i; j++)
-      if (members[j] == members[i])
-        return -EINVAL;
+      if (members[j] == members[i]) return -EINVAL;
   }
-  if (t->ndevs >= RAIL_DEVICES_MAX)
-    return -ENOSPC;
+  if (t->ndevs >= RAIL_DEVICES_MAX) return -ENOSPC;
   d = &t->devs[t->ndevs];
   rail_devices_fill(t, d, members, n, NULL, -1);
   /* Publish the entry before the count: readers index below ndevs. */

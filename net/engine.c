@@ -103,10 +103,8 @@ static struct rail_req *rail_slot(struct rail_comm *c, uint64_t seq) {
 }
 
 static void rail_req_complete(struct rail_comm *c, struct rail_req *r, int err) {
-  if (r->state == RAIL_REQ_COMPLETE || r->state == RAIL_REQ_FREE)
-    return;
-  if (r->state == RAIL_REQ_INLINE)
-    c->ninline--;
+  if (r->state == RAIL_REQ_COMPLETE || r->state == RAIL_REQ_FREE) return;
+  if (r->state == RAIL_REQ_INLINE) c->ninline--;
   r->error = err;
   r->state = RAIL_REQ_COMPLETE;
   __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
@@ -119,8 +117,7 @@ static void rail_req_complete(struct rail_comm *c, struct rail_req *r, int err) 
 static int rail_pending(const struct rail_comm *c) {
   int n = 0;
   for (int i = 0; i < RAIL_SLOTS; i++)
-    if (c->reqs[i].state != RAIL_REQ_FREE && c->reqs[i].state != RAIL_REQ_COMPLETE)
-      n++;
+    if (c->reqs[i].state != RAIL_REQ_FREE && c->reqs[i].state != RAIL_REQ_COMPLETE) n++;
   return n;
 }
 
@@ -133,8 +130,7 @@ static void rail_queue_push(struct rail_link *l, struct rail_chunk *ch, int fron
   if (front) {
     ch->next = l->qhead;
     l->qhead = ch;
-    if (l->qtail == NULL)
-      l->qtail = ch;
+    if (l->qtail == NULL) l->qtail = ch;
   } else {
     ch->next = NULL;
     if (l->qtail != NULL)
@@ -153,14 +149,12 @@ static struct rail_chunk *rail_queue_take(struct rail_link *l,
   struct rail_chunk *prev = NULL;
 
   for (struct rail_chunk *ch = l->qhead; ch != NULL; prev = ch, ch = ch->next) {
-    if (want != NULL && !want(ch, arg))
-      continue;
+    if (want != NULL && !want(ch, arg)) continue;
     if (prev != NULL)
       prev->next = ch->next;
     else
       l->qhead = ch->next;
-    if (l->qtail == ch)
-      l->qtail = prev;
+    if (l->qtail == ch) l->qtail = prev;
     ch->next = NULL;
     ch->queued = 0;
     l->qbytes -= ch->len;
@@ -187,15 +181,12 @@ static int rail_pick_rail(struct rail_comm *c) {
 
   for (int k = 0; k < c->nrails; k++) {
     struct rail_link *l = &c->rails[k];
-    if (!rail_usable(l))
-      continue;
+    if (!rail_usable(l)) continue;
     l->rr_cur += l->weight;
     total += l->weight;
-    if (best < 0 || l->rr_cur > c->rails[best].rr_cur)
-      best = k;
+    if (best < 0 || l->rr_cur > c->rails[best].rr_cur) best = k;
   }
-  if (best >= 0)
-    c->rails[best].rr_cur -= total;
+  if (best >= 0) c->rails[best].rr_cur -= total;
   return best;
 }
 
@@ -206,17 +197,13 @@ static void rail_requeue(struct rail_comm *c, int dead_id) {
 
   for (int i = 0; i < RAIL_SLOTS; i++) {
     struct rail_req *r = &c->reqs[i];
-    if (r->state != RAIL_REQ_SENDING || r->got_done)
-      continue;
+    if (r->state != RAIL_REQ_SENDING || r->got_done) continue;
     for (uint32_t k = 0; k < r->nchunks; k++) {
       struct rail_chunk *ch = &r->chunks[k];
       int rail = ch->stream >= 0 ? ch->stream / RAIL_MAX_STREAMS : -1;
-      if (ch->queued || ch->stream != dead_id)
-        continue;
-      if (rail < 0 || !rail_usable(&c->rails[rail]))
-        rail = rail_pick_rail(c);
-      if (rail < 0)
-        return;
+      if (ch->queued || ch->stream != dead_id) continue;
+      if (rail < 0 || !rail_usable(&c->rails[rail])) rail = rail_pick_rail(c);
+      if (rail < 0) return;
       ch->stream = -1;
       ch->pinned = 0;
       rail_queue_push(&c->rails[rail], ch, 1);
@@ -227,19 +214,16 @@ static void rail_requeue(struct rail_comm *c, int dead_id) {
   for (int k = 0; k < c->nrails; k++) {
     struct rail_link *l = &c->rails[k];
     struct rail_chunk *ch;
-    if (rail_usable(l))
-      continue;
+    if (rail_usable(l)) continue;
     while ((ch = rail_queue_take(l, NULL, NULL)) != NULL) {
       int rail = rail_pick_rail(c);
-      if (rail < 0)
-        return;
+      if (rail < 0) return;
       ch->pinned = 0;
       rail_queue_push(&c->rails[rail], ch, 1);
       moved++;
     }
   }
-  if (moved > 0)
-    pthread_cond_broadcast(&c->work);
+  if (moved > 0) pthread_cond_broadcast(&c->work);
 }
 
 /* ---- failure ------------------------------------------------------------------- */
@@ -247,8 +231,7 @@ static void rail_requeue(struct rail_comm *c, int dead_id) {
 void rail_engine_fail(struct rail_comm *c, int rc, const char *why) {
   int pending;
 
-  if (c->error)
-    return;
+  if (c->error) return;
   c->error = rc;
   pending = rail_pending(c);
   if (pending > 0 && !c->closing)
@@ -265,8 +248,7 @@ void rail_engine_fail(struct rail_comm *c, int rc, const char *why) {
   /* Tell the peer, unless it is the one that left. */
   if (rc != -EPIPE && rc != -ECONNRESET && !c->closing) {
     struct rail_rec abort_rec = {.type = RAIL_REC_ABORT, .arg = (uint64_t)-rc};
-    if (rail_chan_append(c, &abort_rec, NULL, 0, NULL) == 0)
-      rail_chan_flush(c);
+    if (rail_chan_append(c, &abort_rec, NULL, 0, NULL) == 0) rail_chan_flush(c);
   }
   pthread_cond_broadcast(&c->work);
 }
@@ -274,8 +256,7 @@ void rail_engine_fail(struct rail_comm *c, int rc, const char *why) {
 static int rail_live_streams(const struct rail_comm *c) {
   int n = 0;
   for (int k = 0; k < c->nrails; k++)
-    if (!c->rails[k].down)
-      n += c->rails[k].live;
+    if (!c->rails[k].down) n += c->rails[k].live;
   return n;
 }
 
@@ -283,13 +264,11 @@ void rail_engine_stream_failed(struct rail_comm *c, struct rail_stream *s, int r
   struct rail_link *l = &c->rails[s->rail];
   int pending;
 
-  if (s->dead)
-    return;
+  if (s->dead) return;
   s->dead = 1;
   l->live--;
   pthread_cond_broadcast(&c->work);
-  if (c->closing || c->error)
-    return;
+  if (c->closing || c->error) return;
   /* Wakes the stream's thread wherever it is blocked. */
   shutdown(s->fd, SHUT_RDWR);
   pending = rail_pending(c);
@@ -312,11 +291,9 @@ void rail_engine_stream_failed(struct rail_comm *c, struct rail_stream *s, int r
    * ECONNABORTED means it came from the peer. */
   if (rc != -ECONNABORTED) {
     struct rail_rec dead = {.type = RAIL_REC_DEAD, .aux = (uint16_t)(s->rail << 8 | s->index)};
-    if (rail_chan_append(c, &dead, NULL, 0, NULL) == 0)
-      rail_chan_flush(c);
+    if (rail_chan_append(c, &dead, NULL, 0, NULL) == 0) rail_chan_flush(c);
   }
-  if (c->error)
-    return;
+  if (c->error) return;
   if (rail_live_streams(c) == 0) {
     char why[256];
     snprintf(why, sizeof(why), "no data stream left (the last, on rail %s: %s)", l->desc,
@@ -324,8 +301,7 @@ void rail_engine_stream_failed(struct rail_comm *c, struct rail_stream *s, int r
     rail_engine_fail(c, rc == -EPIPE ? -ECONNRESET : rc, why);
     return;
   }
-  if (c->is_send)
-    rail_requeue(c, s->id);
+  if (c->is_send) rail_requeue(c, s->id);
 }
 
 /* A NIC that goes down touches every connection over it, and NCCL has
@@ -347,8 +323,7 @@ static int rail_warn_rail_once(const char *ifname) {
       warn = now - seen[i].at > 10000000000ull;
       break;
     }
-    if (seen[i].at < seen[slot].at)
-      slot = i;
+    if (seen[i].at < seen[slot].at) slot = i;
   }
   if (warn) {
     snprintf(seen[slot].name, sizeof(seen[slot].name), "%s", ifname);
@@ -362,12 +337,10 @@ void rail_engine_rail_down(struct rail_comm *c, int rail, int rc, const char *wh
   struct rail_link *l = &c->rails[rail];
   int left = 0;
 
-  if (l->down || c->closing || c->error)
-    return;
+  if (l->down || c->closing || c->error) return;
   l->down = 1;
   for (int k = 0; k < c->nrails; k++)
-    if (!c->rails[k].down)
-      left++;
+    if (!c->rails[k].down) left++;
   if (left > 0 && rail_warn_rail_once(l->ifname))
     RAIL_WARN("connection %s %s: rail %s is down (%s); continuing on %d rail(s)",
               c->is_send ? "to" : "from", c->peer, l->desc, why, left);
@@ -377,18 +350,15 @@ void rail_engine_rail_down(struct rail_comm *c, int rail, int rc, const char *wh
   l->ctl.dead = 1;
   for (int i = 0; i < l->nstreams; i++)
     rail_engine_stream_failed(c, &l->data[i], rc);
-  if (c->error)
-    return;
+  if (c->error) return;
   if (left == 0) {
     char buf[256];
     snprintf(buf, sizeof(buf), "last rail %s is down (%s)", l->desc, why);
     rail_engine_fail(c, rc, buf);
     return;
   }
-  if (c->chan.cur == rail)
-    rail_chan_move(c);
-  if (c->is_send)
-    rail_requeue(c, -2);
+  if (c->chan.cur == rail) rail_chan_move(c);
+  if (c->is_send) rail_requeue(c, -2);
 }
 
 /* Called from the caller's progress: a rail whose interface lost its link
@@ -397,28 +367,23 @@ void rail_engine_rail_down(struct rail_comm *c, int rail, int rc, const char *wh
 static void rail_engine_check_links(struct rail_comm *c) {
   uint64_t now;
 
-  if (c->nrails < 2 || c->error)
-    return;
+  if (c->nrails < 2 || c->error) return;
   now = rail_now_ns();
-  if (now < c->next_link_check_ns)
-    return;
+  if (now < c->next_link_check_ns) return;
   c->next_link_check_ns = now + RAIL_LINK_CHECK_NS;
   for (int k = 0; k < c->nrails; k++) {
     struct rail_link *l = &c->rails[k];
     struct ifreq ifr;
 
-    if (l->down || l->ifname[0] == '\0')
-      continue;
+    if (l->down || l->ifname[0] == '\0') continue;
     memset(&ifr, 0, sizeof(ifr));
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", l->ifname);
-    if (ioctl(l->ctl.fd, SIOCGIFFLAGS, &ifr) != 0)
-      continue;
+    if (ioctl(l->ctl.fd, SIOCGIFFLAGS, &ifr) != 0) continue;
     if ((ifr.ifr_flags & IFF_UP) == 0 || (ifr.ifr_flags & IFF_RUNNING) == 0) {
       char why[64];
       snprintf(why, sizeof(why), "interface %s lost its link", l->ifname);
       rail_engine_rail_down(c, k, -ENETDOWN, why);
-      if (c->error)
-        return;
+      if (c->error) return;
     }
   }
 }
@@ -428,11 +393,9 @@ static void rail_engine_check_links(struct rail_comm *c) {
 static int rail_ensure_chunks(struct rail_req *r, uint32_t n) {
   struct rail_chunk *chunks;
 
-  if (n <= r->chunks_cap)
-    return 0;
+  if (n <= r->chunks_cap) return 0;
   chunks = realloc(r->chunks, sizeof(*chunks) * n);
-  if (chunks == NULL)
-    return -ENOMEM;
+  if (chunks == NULL) return -ENOMEM;
   r->chunks = chunks;
   r->chunks_cap = n;
   return 0;
@@ -465,10 +428,8 @@ static void rail_schedule(struct rail_comm *c, struct rail_req *r) {
   per = !whole ? 4 : streams > 1 ? 2 : 1;
   chunk = r->size / ((size_t)per * (size_t)(streams > 0 ? streams : 1));
   chunk = (chunk + RAIL_UNIT - 1) / RAIL_UNIT * RAIL_UNIT;
-  if (chunk < min_chunk)
-    chunk = min_chunk;
-  if (chunk > c->chunk_max)
-    chunk = c->chunk_max;
+  if (chunk < min_chunk) chunk = min_chunk;
+  if (chunk > c->chunk_max) chunk = c->chunk_max;
   n = (uint32_t)((r->size + chunk - 1) / chunk);
   rc = rail_ensure_chunks(r, n);
   if (rc != 0) {
@@ -508,8 +469,7 @@ static void rail_schedule(struct rail_comm *c, struct rail_req *r) {
     while (given < n) {
       int best = 0;
       for (int j = 1; j < nlive; j++)
-        if (rem[j] > rem[best])
-          best = j;
+        if (rem[j] > rem[best]) best = j;
       count[best]++;
       rem[best] = -1;
       given++;
@@ -530,29 +490,24 @@ static void rail_adapt(struct rail_comm *c, const struct rail_req *r) {
   uint64_t moved = 0;
   double total = 0;
 
-  if (!c->adapt || !r->striped)
-    return;
+  if (!c->adapt || !r->striped) return;
   for (int k = 0; k < c->nrails; k++)
     if (rail_usable(&c->rails[k])) {
       moved += c->rails[k].bytes - c->rails[k].adapt_mark;
       total += c->rails[k].weight;
     }
-  if (moved < RAIL_ADAPT_BYTES)
-    return;
+  if (moved < RAIL_ADAPT_BYTES) return;
   for (int k = 0; k < c->nrails; k++) {
     struct rail_link *l = &c->rails[k];
-    if (!rail_usable(l))
-      continue;
+    if (!rail_usable(l)) continue;
     l->weight = 0.5 * l->weight + 0.5 * total * (double)(l->bytes - l->adapt_mark) / (double)moved;
-    if (l->weight < 0.05 * total)
-      l->weight = 0.05 * total;
+    if (l->weight < 0.05 * total) l->weight = 0.05 * total;
     l->adapt_mark = l->bytes;
   }
 }
 
 static void rail_maybe_complete_send(struct rail_comm *c, struct rail_req *r) {
-  if (r->state == RAIL_REQ_SENDING && r->got_done && r->busy == 0)
-    rail_req_complete(c, r, 0);
+  if (r->state == RAIL_REQ_SENDING && r->got_done && r->busy == 0) rail_req_complete(c, r, 0);
 }
 
 /* A large send whose RTR is in: its chunks go, or, if the posted receive is
@@ -572,28 +527,24 @@ static void rail_send_ready(struct rail_comm *c, struct rail_req *r) {
             "(%llu bytes); the send fails",
             c->peer, (unsigned long long)r->seq, r->size, (unsigned long long)cap);
   rail_req_complete(c, r, -EMSGSIZE);
-  if (rail_chan_append(c, &msg, NULL, 0, NULL) == 0)
-    rail_chan_flush(c);
+  if (rail_chan_append(c, &msg, NULL, 0, NULL) == 0) rail_chan_flush(c);
 }
 
 static int rail_on_rtr(struct rail_comm *c, const struct rail_rec *rec) {
   struct rail_req *r = rail_slot(c, rec->seq);
 
-  if (rec->seq != c->rtr_next)
-    return -EPROTO;
+  if (rec->seq != c->rtr_next) return -EPROTO;
   c->rtr_next++;
   c->rtr_seq[rec->seq % RAIL_SLOTS] = rec->seq + 1;
   c->rtr_cap[rec->seq % RAIL_SLOTS] = rec->arg;
-  if (r->state == RAIL_REQ_WAIT_RTR && r->seq == rec->seq)
-    rail_send_ready(c, r);
+  if (r->state == RAIL_REQ_WAIT_RTR && r->seq == rec->seq) rail_send_ready(c, r);
   return 0;
 }
 
 static int rail_on_done(struct rail_comm *c, const struct rail_rec *rec) {
   struct rail_req *r = rail_slot(c, rec->seq);
 
-  if (r->state != RAIL_REQ_SENDING || r->seq != rec->seq)
-    return -EPROTO;
+  if (r->state != RAIL_REQ_SENDING || r->seq != rec->seq) return -EPROTO;
   r->got_done = 1;
   /* Chunks queued again after a stream died may have arrived the first time. */
   rail_queue_remove_req(c, r);
@@ -623,8 +574,7 @@ static int rail_on_msg(struct rail_comm *c, const struct rail_rec *rec, const ui
     rail_req_complete(c, r, -EMSGSIZE);
     return 0;
   }
-  if (size > 0)
-    memcpy(r->data, payload, size);
+  if (size > 0) memcpy(r->data, payload, size);
   rail_req_complete(c, r, 0);
   return 0;
 }
@@ -637,8 +587,7 @@ static int rail_recv_sized(struct rail_req *r, uint64_t total) {
     return -EPROTO; /* the sender had our capacity, and sends 0 bytes inline */
   if (words > r->bits_cap) {
     uint64_t *bits = realloc(r->bits, words * sizeof(*bits));
-    if (bits == NULL)
-      return -ENOMEM;
+    if (bits == NULL) return -ENOMEM;
     r->bits = bits;
     r->bits_cap = words;
   }
@@ -659,31 +608,25 @@ static int rail_engine_dispatch(struct rail_comm *c, const struct rail_rec *rec,
   }
   if (rec->type == RAIL_REC_DEAD) {
     int rail = rec->aux >> 8, idx = rec->aux & 0xff;
-    if (rail >= c->nrails || idx >= c->rails[rail].nstreams)
-      return -EPROTO;
+    if (rail >= c->nrails || idx >= c->rails[rail].nstreams) return -EPROTO;
     rail_engine_stream_failed(c, &c->rails[rail].data[idx], -ECONNABORTED);
     return 0;
   }
   if (c->is_send) {
-    if (rec->type == RAIL_REC_RTR)
-      return rail_on_rtr(c, rec);
-    if (rec->type == RAIL_REC_DONE)
-      return rail_on_done(c, rec);
+    if (rec->type == RAIL_REC_RTR) return rail_on_rtr(c, rec);
+    if (rec->type == RAIL_REC_DONE) return rail_on_done(c, rec);
     return -EPROTO;
   }
-  if (rec->type == RAIL_REC_MSG)
-    return rail_on_msg(c, rec, payload);
+  if (rec->type == RAIL_REC_MSG) return rail_on_msg(c, rec, payload);
   return -EPROTO;
 }
 
 int rail_engine_on_record(struct rail_comm *c, const struct rail_rec *rec, const uint8_t *payload) {
   int rc;
 
-  if (rec->type == RAIL_REC_ACK)
-    return 0;
+  if (rec->type == RAIL_REC_ACK) return 0;
   rc = rail_engine_dispatch(c, rec, payload);
-  if (rc == 0)
-    c->records_in++; /* a MSG waiting for its irecv counts once, when taken */
+  if (rc == 0) c->records_in++; /* a MSG waiting for its irecv counts once, when taken */
   return rc;
 }
 
@@ -709,11 +652,9 @@ int rail_engine_next_chunk(struct rail_comm *c, struct rail_stream *s, struct ra
         if (k != s->rail && c->rails[k].qbytes > 0 &&
             (victim < 0 || c->rails[k].qbytes > c->rails[victim].qbytes))
           victim = k;
-      if (victim >= 0)
-        ch = rail_queue_take(&c->rails[victim], rail_chunk_unpinned, NULL);
+      if (victim >= 0) ch = rail_queue_take(&c->rails[victim], rail_chunk_unpinned, NULL);
     }
-    if (ch != NULL)
-      break;
+    if (ch != NULL) break;
     /* Bounded, so closing is noticed even if a wakeup is lost. */
     until = rail_now_ns() + 1000000000ull;
     ts.tv_sec = (time_t)(until / 1000000000ull);
@@ -751,8 +692,7 @@ static struct rail_stream *rail_writer_of(struct rail_comm *c, const struct rail
   for (int k = 0; k < c->nrails; k++)
     for (int i = 0; i < c->rails[k].nstreams; i++) {
       struct rail_stream *o = &c->rails[k].data[i];
-      if (o != s && o->busy && o->busy_seq == seq && o->busy_off == off)
-        return o;
+      if (o != s && o->busy && o->busy_seq == seq && o->busy_off == off) return o;
     }
   return NULL;
 }
@@ -763,8 +703,7 @@ int rail_engine_chunk_begin(struct rail_comm *c, struct rail_stream *s,
   int rc = 0;
 
   *dst = NULL;
-  if (h->magic != RAIL_CHUNK_MAGIC || h->len == 0 || h->len > RAIL_MAX_CHUNK_LEN)
-    return -EPROTO;
+  if (h->magic != RAIL_CHUNK_MAGIC || h->len == 0 || h->len > RAIL_MAX_CHUNK_LEN) return -EPROTO;
   rail_comm_lock_thread(c);
   for (;;) {
     struct rail_req *r = rail_slot(c, h->seq);
@@ -776,15 +715,13 @@ int rail_engine_chunk_begin(struct rail_comm *c, struct rail_stream *s,
     if (c->error || c->closing || s->dead || r->seq != h->seq ||
         (r->state != RAIL_REQ_POSTED && r->state != RAIL_REQ_RECEIVING))
       break;
-    if (r->state == RAIL_REQ_POSTED && (rc = rail_recv_sized(r, h->total)) != 0)
-      break;
+    if (r->state == RAIL_REQ_POSTED && (rc = rail_recv_sized(r, h->total)) != 0) break;
     if (h->total != r->msg_size || h->offset % RAIL_UNIT != 0 || end > r->msg_size ||
         (h->len % RAIL_UNIT != 0 && end != r->msg_size)) {
       rc = -EPROTO;
       break;
     }
-    if (r->bits[bit / 64] >> (bit % 64) & 1)
-      break; /* counted already: dropped */
+    if (r->bits[bit / 64] >> (bit % 64) & 1) break; /* counted already: dropped */
     if (rail_writer_of(c, s, h->seq, h->offset) == NULL) {
       r->busy++;
       s->busy = 1;
@@ -833,8 +770,7 @@ void rail_engine_chunk_end(struct rail_comm *c, struct rail_stream *s,
         rail_chan_flush_wait(c, RAIL_CLOSE_FLUSH_MS);
     }
   }
-  if (rc != 0)
-    rail_engine_stream_failed(c, s, rc);
+  if (rc != 0) rail_engine_stream_failed(c, s, rc);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -847,20 +783,16 @@ static void rail_engine_progress(struct rail_comm *c) {
   if (c->ninline > 0) {
     for (int i = 0; i < RAIL_SLOTS; i++) {
       struct rail_req *r = &c->reqs[i];
-      if (r->state == RAIL_REQ_INLINE && r->rec_end <= c->chan.sent)
-        rail_req_complete(c, r, 0);
+      if (r->state == RAIL_REQ_INLINE && r->rec_end <= c->chan.sent) rail_req_complete(c, r, 0);
     }
   }
   rail_engine_check_links(c);
 }
 
 void rail_engine_poll_idle(struct rail_comm *c, uint64_t now, uint64_t idle_ns) {
-  if (now - __atomic_load_n(&c->last_progress_ns, __ATOMIC_RELAXED) < idle_ns)
-    return;
-  if (pthread_mutex_trylock(&c->mu) != 0)
-    return;
-  if (!c->closing)
-    rail_engine_progress(c);
+  if (now - __atomic_load_n(&c->last_progress_ns, __ATOMIC_RELAXED) < idle_ns) return;
+  if (pthread_mutex_trylock(&c->mu) != 0) return;
+  if (!c->closing) rail_engine_progress(c);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -913,8 +845,7 @@ int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
       r = NULL;
       goto out;
     }
-    if (rc != 0)
-      goto unlock;
+    if (rc != 0) goto unlock;
   }
   r->seq = c->next_seq++;
   r->data = data;
@@ -931,8 +862,7 @@ int rail_engine_isend(struct rail_comm *c, void *data, size_t size, int tag,
   if (inl) {
     c->ninline++;
     rail_chan_flush(c);
-    if (c->chan.sent >= end)
-      rail_req_complete(c, r, 0);
+    if (c->chan.sent >= end) rail_req_complete(c, r, 0);
   } else {
     /* Its RTR is usually here already, or waiting in the socket, where
      * reading it starts the send (rail_on_rtr). */
@@ -1022,10 +952,8 @@ int rail_engine_irecv(struct rail_comm *c, void *data, size_t size, int tag,
  *    docs/performance.md.) */
 long rail_engine_nap_ns(size_t bytes, int older_pending, int *wakeable) {
   *wakeable = 0;
-  if (bytes < RAIL_NAP_MIN_BYTES)
-    return 0;
-  if (older_pending)
-    return -1;
+  if (bytes < RAIL_NAP_MIN_BYTES) return 0;
+  if (older_pending) return -1;
   *wakeable = 1;
   if (bytes < RAIL_NAP_FULL_BYTES)
     return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
@@ -1060,8 +988,7 @@ static long rail_nap_ns(struct rail_comm *c, const struct rail_req *r, int older
   size_t bytes = c->is_send || r->msg_size == 0 ? r->size : r->msg_size;
 
   *wakeable = 0;
-  if (r->state != RAIL_REQ_SENDING && r->state != RAIL_REQ_RECEIVING)
-    return -1;
+  if (r->state != RAIL_REQ_SENDING && r->state != RAIL_REQ_RECEIVING) return -1;
   return rail_engine_nap_ns(bytes, older, wakeable);
 }
 
@@ -1102,8 +1029,7 @@ int rail_engine_test(struct rail_req *r, int *done, int *size) {
         rail_engine_nap(c, nap_ns);
       } else {
         pthread_mutex_unlock(&c->mu);
-        if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
-          rail_nap_sleep(nap_ns);
+        if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) rail_nap_sleep(nap_ns);
       }
     } else {
       /* A data thread wants the lock: hand it the core, as a bulk test
@@ -1126,8 +1052,7 @@ int rail_engine_test(struct rail_req *r, int *done, int *size) {
   __atomic_store_n(&r->done, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&c->mu);
   *done = 1;
-  if (size != NULL && rc == 0)
-    *size = (int)sz;
+  if (size != NULL && rc == 0) *size = (int)sz;
   return rc;
 }
 
@@ -1135,11 +1060,9 @@ int rail_engine_test(struct rail_req *r, int *done, int *size) {
 
 static void rail_engine_close_fds(const struct rail_link_setup *links, int nlinks) {
   for (int k = 0; k < nlinks; k++) {
-    if (links[k].ctl_fd >= 0)
-      close(links[k].ctl_fd);
+    if (links[k].ctl_fd >= 0) close(links[k].ctl_fd);
     for (int i = 0; i < links[k].nstreams; i++)
-      if (links[k].data_fds[i] >= 0)
-        close(links[k].data_fds[i]);
+      if (links[k].data_fds[i] >= 0) close(links[k].data_fds[i]);
   }
 }
 
@@ -1164,8 +1087,7 @@ int rail_engine_create(int is_send, const struct rail_link_setup *links, int nli
   snprintf(c->peer, sizeof(c->peer), "%s", peer);
   c->inline_max = (size_t)rail_param_int(RAIL_PARAM_INLINE_BYTES);
   c->chunk_max = (size_t)(chunk / RAIL_UNIT * RAIL_UNIT);
-  if (c->chunk_max < RAIL_UNIT)
-    c->chunk_max = RAIL_UNIT;
+  if (c->chunk_max < RAIL_UNIT) c->chunk_max = RAIL_UNIT;
   c->min_stripe = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
   c->adapt = (int)rail_param_int(RAIL_PARAM_ADAPT);
   c->nrails = nlinks;
@@ -1195,20 +1117,17 @@ int rail_engine_create(int is_send, const struct rail_link_setup *links, int nli
   pthread_cond_init(&c->work, &ca);
   pthread_condattr_destroy(&ca);
   rc = rail_chan_init(c);
-  if (rc != 0)
-    goto destroy;
+  if (rc != 0) goto destroy;
   for (int k = 0; k < nlinks; k++)
     for (int i = 0; i < c->rails[k].nstreams; i++) {
       rc = rail_stream_start(c, &c->rails[k].data[i]);
-      if (rc != 0)
-        goto destroy;
+      if (rc != 0) goto destroy;
     }
   /* Every rail's: the channel may move to any of them. */
   for (int k = 0; k < nlinks; k++)
     rail_nap_watch(c->rails[k].ctl.fd);
   rc = rail_watch_add(c);
-  if (rc != 0)
-    goto destroy;
+  if (rc != 0) goto destroy;
   *out = c;
   return 0;
 destroy:
@@ -1228,8 +1147,7 @@ void rail_engine_destroy(struct rail_comm *c) {
     rail_chan_flush_wait(c, RAIL_CLOSE_FLUSH_MS);
     while (!c->rails[c->chan.cur].ctl.dead && rail_now_ns() < deadline) {
       int unsent = 0;
-      if (ioctl(c->rails[c->chan.cur].ctl.fd, TIOCOUTQ, &unsent) != 0 || unsent == 0)
-        break;
+      if (ioctl(c->rails[c->chan.cur].ctl.fd, TIOCOUTQ, &unsent) != 0 || unsent == 0) break;
       pthread_mutex_unlock(&c->mu);
       usleep(1000);
       pthread_mutex_lock(&c->mu);
@@ -1238,22 +1156,18 @@ void rail_engine_destroy(struct rail_comm *c) {
   c->closing = 1;
   for (int k = 0; k < c->nrails; k++)
     for (int i = 0; i < c->rails[k].nstreams; i++)
-      if (c->rails[k].data[i].fd >= 0)
-        shutdown(c->rails[k].data[i].fd, SHUT_RDWR);
+      if (c->rails[k].data[i].fd >= 0) shutdown(c->rails[k].data[i].fd, SHUT_RDWR);
   pthread_cond_broadcast(&c->work);
   pthread_mutex_unlock(&c->mu);
 
   for (int k = 0; k < c->nrails; k++)
     for (int i = 0; i < c->rails[k].nstreams; i++)
-      if (c->rails[k].data[i].started)
-        pthread_join(c->rails[k].data[i].thread, NULL);
+      if (c->rails[k].data[i].started) pthread_join(c->rails[k].data[i].thread, NULL);
   for (int k = 0; k < c->nrails; k++) {
     rail_nap_unwatch(c->rails[k].ctl.fd);
-    if (c->rails[k].ctl.fd >= 0)
-      close(c->rails[k].ctl.fd);
+    if (c->rails[k].ctl.fd >= 0) close(c->rails[k].ctl.fd);
     for (int i = 0; i < c->rails[k].nstreams; i++)
-      if (c->rails[k].data[i].fd >= 0)
-        close(c->rails[k].data[i].fd);
+      if (c->rails[k].data[i].fd >= 0) close(c->rails[k].data[i].fd);
   }
   for (int i = 0; i < RAIL_SLOTS; i++) {
     free(c->reqs[i].chunks);

@@ -96,15 +96,12 @@ int rail_handle_unpack(const void *buf, struct rail_handle *h) {
   struct rail_handle out;
 
   memset(&out, 0, sizeof(out));
-  if (rail_get32(p) != RAIL_HANDLE_MAGIC)
-    return -EPROTO;
-  if (p[4] != RAIL_HANDLE_VERSION)
-    return -EPROTONOSUPPORT;
+  if (rail_get32(p) != RAIL_HANDLE_MAGIC) return -EPROTO;
+  if (p[4] != RAIL_HANDLE_VERSION) return -EPROTONOSUPPORT;
   out.version = p[4];
   out.nrails = p[5];
   out.transport = p[6];
-  if (out.nrails < 1 || out.nrails > RAIL_NET_MAX_MEMBERS)
-    return -EPROTO;
+  if (out.nrails < 1 || out.nrails > RAIL_NET_MAX_MEMBERS) return -EPROTO;
   out.nonce = rail_get64(p + 8);
   rail_fp_unpack(p + 16, &out.fp);
   for (int r = 0; r < out.nrails; r++) {
@@ -168,8 +165,7 @@ void rail_hello_pack(const struct rail_hello *h, uint8_t out[RAIL_HELLO_BYTES]) 
 int rail_hello_unpack(const uint8_t in[RAIL_HELLO_BYTES], struct rail_hello *h) {
   struct rail_hello out;
 
-  if (rail_get32(in) != RAIL_HANDLE_MAGIC || in[4] != RAIL_HANDLE_VERSION)
-    return -EPROTO;
+  if (rail_get32(in) != RAIL_HANDLE_MAGIC || in[4] != RAIL_HANDLE_VERSION) return -EPROTO;
   memset(&out, 0, sizeof(out));
   out.kind = in[5];
   out.rail = in[6];
@@ -214,14 +210,12 @@ int rail_handle_route_src(const struct sockaddr_storage *peer, struct sockaddr_s
   else
     ((struct sockaddr_in6 *)&probe)->sin6_port = htons(9);
   fd = socket(peer->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
+  if (fd < 0) return -errno;
   if (connect(fd, (const struct sockaddr *)&probe, rail_ifaces_addr_len(&probe)) != 0 ||
       getsockname(fd, (struct sockaddr *)&name, &len) != 0)
     rc = -errno;
   close(fd);
-  if (rc == 0)
-    *src = name;
+  if (rc == 0) *src = name;
   return rc;
 }
 
@@ -231,11 +225,9 @@ static int rail_handle_pick(const int *cand, int ncand, int local_index, const i
   int best = -1;
 
   for (int k = 0; k < ncand; k++)
-    if (cand[k] == local_index)
-      return cand[k];
+    if (cand[k] == local_index) return cand[k];
   for (int k = 0; k < ncand; k++)
-    if (best < 0 || used[cand[k]] < used[best])
-      best = cand[k];
+    if (best < 0 || used[cand[k]] < used[best]) best = cand[k];
   return best;
 }
 
@@ -247,15 +239,13 @@ int rail_handle_match_rails(const struct rail_iface *local, int nlocal,
 
   if (nlocal < 1 || nlocal > RAIL_NET_MAX_MEMBERS || npeer < 1 || npeer > RAIL_NET_MAX_MEMBERS)
     return -EINVAL;
-  if (route == NULL)
-    route = rail_handle_route_src;
+  if (route == NULL) route = rail_handle_route_src;
   for (int i = 0; i < nlocal; i++) {
     int cand[RAIL_NET_MAX_MEMBERS], ncand = 0, pick;
     struct sockaddr_storage src;
 
     for (int j = 0; j < npeer; j++)
-      if (rail_ifaces_same_subnet(&local[i].addr, local[i].prefix_len, &peer[j]))
-        cand[ncand++] = j;
+      if (rail_ifaces_same_subnet(&local[i].addr, local[i].prefix_len, &peer[j])) cand[ncand++] = j;
     out_how[i] = RAIL_MATCH_SUBNET;
     if (ncand == 0) {
       for (int j = 0; j < npeer; j++)
@@ -272,11 +262,9 @@ int rail_handle_match_rails(const struct rail_iface *local, int nlocal,
     if (ncand == 0) {
       /* Any family: an IPv6-only rail may still reach an IPv4 peer's other rail. */
       for (int j = 0; j < npeer; j++)
-        if (route(&peer[j], &src) == 0)
-          cand[ncand++] = j;
+        if (route(&peer[j], &src) == 0) cand[ncand++] = j;
     }
-    if (ncand == 0)
-      return -ENETUNREACH;
+    if (ncand == 0) return -ENETUNREACH;
     pick = rail_handle_pick(cand, ncand, i, used);
     used[pick]++;
     out_peer[i] = pick;

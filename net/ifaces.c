@@ -69,14 +69,11 @@ int rail_ifaces_same_subnet(const struct sockaddr_storage *local, int prefix_len
   int na, nb, bits = prefix_len;
   const uint8_t *pa = rail_ifaces_addr_bytes(local, &na), *pb = rail_ifaces_addr_bytes(peer, &nb);
 
-  if (pa == NULL || local->ss_family != peer->ss_family || na != nb)
-    return 0;
-  if (bits < 0 || bits > na * 8)
-    return 0;
+  if (pa == NULL || local->ss_family != peer->ss_family || na != nb) return 0;
+  if (bits < 0 || bits > na * 8) return 0;
   for (int i = 0; bits > 0; i++, bits -= 8) {
     uint8_t mask = bits >= 8 ? 0xff : (uint8_t)(0xff << (8 - bits));
-    if ((pa[i] & mask) != (pb[i] & mask))
-      return 0;
+    if ((pa[i] & mask) != (pb[i] & mask)) return 0;
   }
   return 1;
 }
@@ -85,8 +82,7 @@ static int rail_ifaces_prefix_len(const struct sockaddr *mask) {
   const uint8_t *p;
   int n, bits = 0;
 
-  if (mask == NULL)
-    return 0;
+  if (mask == NULL) return 0;
   if (mask->sa_family == AF_INET) {
     p = (const uint8_t *)&((const struct sockaddr_in *)mask)->sin_addr;
     n = 4;
@@ -98,8 +94,7 @@ static int rail_ifaces_prefix_len(const struct sockaddr *mask) {
   }
   for (int i = 0; i < n; i++)
     for (int b = 7; b >= 0; b--)
-      if (p[i] & (1u << b))
-        bits++;
+      if (p[i] & (1u << b)) bits++;
   return bits;
 }
 
@@ -109,8 +104,7 @@ int rail_ifaces_match(const char *spec, const char *name) {
   int exclude = 0, exact = 0, matched = 0;
   const char *p = spec;
 
-  if (spec == NULL || spec[0] == '\0')
-    return 1;
+  if (spec == NULL || spec[0] == '\0') return 1;
   if (*p == '^') {
     exclude = 1;
     p++;
@@ -139,8 +133,7 @@ int rail_ifaces_match(const char *spec, const char *name) {
         matched = strncmp(name, p, nlen) == 0;
     }
     p += len;
-    if (*p == ',')
-      p++;
+    if (*p == ',') p++;
   }
   return exclude ? !matched : matched;
 }
@@ -150,16 +143,13 @@ int rail_ifaces_select(struct rail_iface *ifs, int n, const char *spec) {
 
   if (spec != NULL && spec[0] != '\0') {
     for (int i = 0; i < n; i++)
-      if (rail_ifaces_match(spec, ifs[i].name))
-        ifs[kept++] = ifs[i];
+      if (rail_ifaces_match(spec, ifs[i].name)) ifs[kept++] = ifs[i];
     return kept;
   }
   for (int i = 0; i < n; i++)
-    if (ifs[i].tier < best)
-      best = ifs[i].tier;
+    if (ifs[i].tier < best) best = ifs[i].tier;
   for (int i = 0; i < n; i++)
-    if (ifs[i].tier == best)
-      ifs[kept++] = ifs[i];
+    if (ifs[i].tier == best) ifs[kept++] = ifs[i];
   return kept;
 }
 
@@ -176,8 +166,7 @@ static int rail_ifaces_read_int(const char *path, long *out) {
   char *end;
   long v;
 
-  if (f == NULL)
-    return -errno;
+  if (f == NULL) return -errno;
   if (fgets(buf, sizeof(buf), f) == NULL) {
     fclose(f);
     return -EIO;
@@ -185,8 +174,7 @@ static int rail_ifaces_read_int(const char *path, long *out) {
   fclose(f);
   errno = 0;
   v = strtol(buf, &end, 10);
-  if (errno != 0 || end == buf)
-    return -EINVAL;
+  if (errno != 0 || end == buf) return -EINVAL;
   *out = v;
   return 0;
 }
@@ -209,24 +197,19 @@ static void rail_ifaces_pci_path(const char *ifname, char *out, size_t outlen) {
 
   out[0] = '\0';
   snprintf(link, sizeof(link), "%s/sys/class/net/%s/device", root, ifname);
-  if (realpath(link, real) == NULL)
-    return; /* virtual interface: no device */
-  if (root[0] != '\0' && realpath(root, rootreal) != NULL)
-    rootlen = strlen(rootreal);
+  if (realpath(link, real) == NULL) return; /* virtual interface: no device */
+  if (root[0] != '\0' && realpath(root, rootreal) != NULL) rootlen = strlen(rootreal);
   for (;;) {
     char *slash = strrchr(real, '/');
-    if (slash == NULL || slash == real)
-      return;
-    if (rail_ifaces_is_bdf(slash + 1))
-      break;
+    if (slash == NULL || slash == real) return;
+    if (rail_ifaces_is_bdf(slash + 1)) break;
     *slash = '\0';
   }
   {
     const char *path = rootlen > 0 && strncmp(real, rootreal, rootlen) == 0 ? real + rootlen : real;
     size_t len = strlen(path);
     /* A path that does not fit is no path: a cut one would name another device. */
-    if (len < outlen)
-      memcpy(out, path, len + 1);
+    if (len < outlen) memcpy(out, path, len + 1);
   }
 }
 
@@ -238,29 +221,25 @@ void rail_ifaces_read_sysfs(struct rail_iface *ifc) {
   /* An alias label ("eth0:1") shares the device of its interface. */
   snprintf(base, sizeof(base), "%s", ifc->name);
   colon = strchr(base, ':');
-  if (colon != NULL)
-    *colon = '\0';
+  if (colon != NULL) *colon = '\0';
 
   ifc->speed_mbps =
       ifc->tier == RAIL_IFACE_TIER_LOOP ? RAIL_IFACE_LOOPBACK_MBPS : RAIL_IFACE_DEFAULT_MBPS;
   snprintf(path, sizeof(path), "%s/sys/class/net/%s/speed", root, base);
-  if (rail_ifaces_read_int(path, &v) == 0 && v > 0 && v < INT32_MAX)
-    ifc->speed_mbps = (int)v;
+  if (rail_ifaces_read_int(path, &v) == 0 && v > 0 && v < INT32_MAX) ifc->speed_mbps = (int)v;
 
   rail_ifaces_pci_path(base, ifc->pci_path, sizeof(ifc->pci_path));
 
   ifc->numa_os = -1;
   snprintf(path, sizeof(path), "%s/sys/class/net/%s/device/numa_node", root, base);
-  if (rail_ifaces_read_int(path, &v) == 0 && v >= 0 && v < 4096)
-    ifc->numa_os = (int)v;
+  if (rail_ifaces_read_int(path, &v) == 0 && v >= 0 && v < 4096) ifc->numa_os = (int)v;
   ifc->numa = -1;
 }
 
 /* ---- discovery ------------------------------------------------------------------ */
 
 static int rail_ifaces_tier(const char *name, unsigned flags) {
-  if ((flags & IFF_LOOPBACK) || strncmp(name, "lo", 2) == 0)
-    return RAIL_IFACE_TIER_LOOP;
+  if ((flags & IFF_LOOPBACK) || strncmp(name, "lo", 2) == 0) return RAIL_IFACE_TIER_LOOP;
   if (strncmp(name, "docker", 6) == 0 || strncmp(name, "virbr", 5) == 0 ||
       strncmp(name, "veth", 4) == 0)
     return RAIL_IFACE_TIER_VIRTUAL;
@@ -269,10 +248,8 @@ static int rail_ifaces_tier(const char *name, unsigned flags) {
 
 /* Lower is better: one address per interface, as NCCL keeps. */
 static int rail_ifaces_addr_rank(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET)
-    return 0;
-  if (IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)sa)->sin6_addr))
-    return 2;
+  if (sa->sa_family == AF_INET) return 0;
+  if (IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)sa)->sin6_addr)) return 2;
   return 1;
 }
 
@@ -289,22 +266,17 @@ int rail_ifaces_discover(struct rail_iface *out, int max, int *n) {
     const struct sockaddr *sa = ifa->ifa_addr;
     int i, rank;
 
-    if (sa == NULL || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
-      continue;
-    if ((ifa->ifa_flags & IFF_UP) == 0 || (ifa->ifa_flags & IFF_RUNNING) == 0)
-      continue;
+    if (sa == NULL || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) continue;
+    if ((ifa->ifa_flags & IFF_UP) == 0 || (ifa->ifa_flags & IFF_RUNNING) == 0) continue;
     if (sa->sa_family == AF_INET6 &&
         IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr))
       continue;
     rank = rail_ifaces_addr_rank(sa);
     for (i = 0; i < count; i++)
-      if (strcmp(out[i].name, ifa->ifa_name) == 0)
-        break;
-    if (i < count && ranks[i] <= rank)
-      continue;
+      if (strcmp(out[i].name, ifa->ifa_name) == 0) break;
+    if (i < count && ranks[i] <= rank) continue;
     if (i == count) {
-      if (count == max || count == RAIL_IFACES_MAX)
-        continue;
+      if (count == max || count == RAIL_IFACES_MAX) continue;
       count++;
       memset(&out[i], 0, sizeof(out[i]));
       snprintf(out[i].name, sizeof(out[i].name), "%s", ifa->ifa_name);
@@ -323,8 +295,7 @@ int rail_ifaces_discover(struct rail_iface *out, int max, int *n) {
 
     snprintf(base, sizeof(base), "%s", out[i].name);
     colon = strchr(base, ':');
-    if (colon != NULL)
-      *colon = '\0';
+    if (colon != NULL) *colon = '\0';
     out[i].ifindex = (int)if_nametoindex(base);
     rail_ifaces_read_sysfs(&out[i]);
   }

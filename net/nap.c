@@ -29,10 +29,8 @@ static int rail_nap_sleepers; /* atomic: threads between rail_nap_enter and waki
 /* A forked child shares the parent's epoll set; it must not drain the
  * parent's events, nor add its streams to it. */
 static void rail_nap_atfork_child(void) {
-  if (rail_nap_ep >= 0)
-    close(rail_nap_ep);
-  if (rail_nap_ev >= 0)
-    close(rail_nap_ev);
+  if (rail_nap_ep >= 0) close(rail_nap_ep);
+  if (rail_nap_ev >= 0) close(rail_nap_ev);
   rail_nap_ep = rail_nap_ev = -1;
   rail_nap_ready = 0;
   rail_nap_sleepers = 0;
@@ -43,11 +41,9 @@ static int rail_nap_setup(void) {
   static int atfork_done;
   int ready = __atomic_load_n(&rail_nap_ready, __ATOMIC_ACQUIRE);
 
-  if (ready != 0)
-    return ready > 0 ? 0 : -1;
+  if (ready != 0) return ready > 0 ? 0 : -1;
   pthread_mutex_lock(&rail_nap_mu);
-  if (!atfork_done && pthread_atfork(NULL, NULL, rail_nap_atfork_child) == 0)
-    atfork_done = 1;
+  if (!atfork_done && pthread_atfork(NULL, NULL, rail_nap_atfork_child) == 0) atfork_done = 1;
   if (rail_nap_ready == 0) {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET};
     rail_nap_ep = epoll_create1(EPOLL_CLOEXEC);
@@ -56,10 +52,8 @@ static int rail_nap_setup(void) {
         epoll_ctl(rail_nap_ep, EPOLL_CTL_ADD, rail_nap_ev, &ev) == 0) {
       __atomic_store_n(&rail_nap_ready, 1, __ATOMIC_RELEASE);
     } else {
-      if (rail_nap_ep >= 0)
-        close(rail_nap_ep);
-      if (rail_nap_ev >= 0)
-        close(rail_nap_ev);
+      if (rail_nap_ep >= 0) close(rail_nap_ep);
+      if (rail_nap_ev >= 0) close(rail_nap_ev);
       rail_nap_ep = rail_nap_ev = -1;
       __atomic_store_n(&rail_nap_ready, -1, __ATOMIC_RELEASE);
     }
@@ -71,8 +65,7 @@ static int rail_nap_setup(void) {
 void rail_nap_watch(int fd) {
   struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET};
 
-  if (fd >= 0 && rail_nap_setup() == 0)
-    (void)epoll_ctl(rail_nap_ep, EPOLL_CTL_ADD, fd, &ev);
+  if (fd >= 0 && rail_nap_setup() == 0) (void)epoll_ctl(rail_nap_ep, EPOLL_CTL_ADD, fd, &ev);
 }
 
 void rail_nap_unwatch(int fd) {
@@ -83,10 +76,8 @@ void rail_nap_unwatch(int fd) {
 void rail_nap_kick(int always) {
   uint64_t one = 1;
 
-  if (__atomic_load_n(&rail_nap_ready, __ATOMIC_ACQUIRE) <= 0)
-    return;
-  if (!always && __atomic_load_n(&rail_nap_sleepers, __ATOMIC_ACQUIRE) == 0)
-    return;
+  if (__atomic_load_n(&rail_nap_ready, __ATOMIC_ACQUIRE) <= 0) return;
+  if (!always && __atomic_load_n(&rail_nap_sleepers, __ATOMIC_ACQUIRE) == 0) return;
   if (write(rail_nap_ev, &one, sizeof(one)) < 0) {
     /* EAGAIN: the counter is full of kicks already. */
   }

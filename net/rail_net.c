@@ -43,12 +43,10 @@ static int rail_net_verbs_ifaces(struct rail_iface *ifs, int n) {
   size_t off = 0;
   int kept = 0;
 
-  if (!rail_vt_enabled())
-    return n;
+  if (!rail_vt_enabled()) return n;
   for (int i = 0; i < n; i++) {
     const char *name = ifs[i].name;
-    if (rail_vt_device_ok(&name, 1))
-      kept++;
+    if (rail_vt_device_ok(&name, 1)) kept++;
   }
   if (kept == 0) {
     RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
@@ -64,8 +62,10 @@ static int rail_net_verbs_ifaces(struct rail_iface *ifs, int n) {
       off += (size_t)snprintf(dropped + off, sizeof(dropped) - off, " %s", name);
   }
   if (off > 0)
-    RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT, "verbs: leaving out interfaces without an RDMA "
-              "port:%s", dropped);
+    RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+              "verbs: leaving out interfaces without an RDMA "
+              "port:%s",
+              dropped);
   return kept;
 }
 
@@ -107,12 +107,10 @@ int rail_net_init(void) {
     goto free_tab;
   }
   rc = rail_ifaces_discover(all, RAIL_IFACES_MAX, &nall);
-  if (rc != 0)
-    goto free_tab;
+  if (rc != 0) goto free_tab;
   memcpy(ifs, all, sizeof(*all) * (size_t)nall);
   n = rail_ifaces_select(ifs, nall, spec);
-  if (n == 0)
-    rail_net_log_none(all, nall, spec);
+  if (n == 0) rail_net_log_none(all, nall, spec);
   rc = rail_vt_init();
   if (rc == -ENODEV) {
     n = 0; /* NCCL_RAIL_TRANSPORT=verbs without RDMA ports (WARNed): no devices */
@@ -123,8 +121,7 @@ int rail_net_init(void) {
   n = rail_net_verbs_ifaces(ifs, n);
   topo = rail_topo_get();
   rc = rail_devices_build(rail_net_tab, ifs, n, topo, (int)rail_param_int(RAIL_PARAM_FUSE));
-  if (rc != 0)
-    goto fini_verbs;
+  if (rc != 0) goto fini_verbs;
   for (int d = 0; d < rail_net_tab->ndevs; d++)
     rail_net_set_transport(&rail_net_tab->devs[d]);
   rail_topo_fingerprint(topo, &rail_net_fp);
@@ -158,8 +155,7 @@ void rail_net_fini(void) {
 static const struct rail_device *rail_net_device(int dev) {
   const struct rail_devtab *t = rail_net_tab;
 
-  if (t == NULL || dev < 0 || dev >= __atomic_load_n(&t->ndevs, __ATOMIC_ACQUIRE))
-    return NULL;
+  if (t == NULL || dev < 0 || dev >= __atomic_load_n(&t->ndevs, __ATOMIC_ACQUIRE)) return NULL;
   return &t->devs[dev];
 }
 
@@ -175,8 +171,7 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   const char *names[RAIL_NET_MAX_MEMBERS];
   struct rail_net_props p;
 
-  if (d == NULL)
-    return -EINVAL;
+  if (d == NULL) return -EINVAL;
   memset(&p, 0, sizeof(p));
   p.name = d->name;
   p.pci_path = d->pci_path[0] ? d->pci_path : NULL;
@@ -212,8 +207,7 @@ int rail_net_make_vdevice(const int *members, int nmembers, int *dev) {
     rc = -EPERM;
   } else {
     rc = rail_devices_add(rail_net_tab, members, nmembers, &d);
-    if (rc == 0)
-      rail_net_set_transport(&rail_net_tab->devs[d]);
+    if (rc == 0) rail_net_set_transport(&rail_net_tab->devs[d]);
     if (rc == 0)
       RAIL_INFO(RAIL_SUBSYS_NET, "device %d %s: fused by NCCL, %d Mbps", d,
                 rail_net_tab->devs[d].name, rail_net_tab->devs[d].speed_mbps);
@@ -221,8 +215,7 @@ int rail_net_make_vdevice(const int *members, int nmembers, int *dev) {
       RAIL_WARN("makeVDevice: cannot fuse %d devices: %s", nmembers, strerror(-rc));
   }
   pthread_mutex_unlock(&rail_net_mu);
-  if (rc == 0)
-    *dev = d;
+  if (rc == 0) *dev = d;
   return rc;
 }
 
@@ -230,8 +223,7 @@ int rail_net_add_device(const struct rail_iface *rails, int n, int *dev) {
   struct rail_devtab *t;
   int members[RAIL_NET_MAX_MEMBERS], rc;
 
-  if (n < 1 || n > RAIL_NET_MAX_MEMBERS)
-    return -EINVAL;
+  if (n < 1 || n > RAIL_NET_MAX_MEMBERS) return -EINVAL;
   pthread_mutex_lock(&rail_net_mu);
   t = rail_net_tab;
   if (t == NULL || t->nphys + n > RAIL_IFACES_MAX) {
@@ -243,8 +235,7 @@ int rail_net_add_device(const struct rail_iface *rails, int n, int *dev) {
     t->phys[t->nphys++] = rails[i];
   }
   rc = rail_devices_add(t, members, n, dev);
-  if (rc == 0)
-    rail_net_set_transport(&t->devs[*dev]);
+  if (rc == 0) rail_net_set_transport(&t->devs[*dev]);
 unlock:
   pthread_mutex_unlock(&rail_net_mu);
   return rc;
@@ -257,11 +248,9 @@ int rail_net_listen(int dev, void *handle, void **listen_comm) {
   struct rail_listen *l;
   int rc;
 
-  if (d == NULL)
-    return -EINVAL;
+  if (d == NULL) return -EINVAL;
   rc = rail_setup_listen(d, &rail_net_fp, handle, &l);
-  if (rc == 0)
-    *listen_comm = l;
+  if (rc == 0) *listen_comm = l;
   return rc;
 }
 
@@ -270,11 +259,9 @@ int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm)
   struct rail_conn *c = NULL;
   int rc;
 
-  if (d == NULL)
-    return -EINVAL;
+  if (d == NULL) return -EINVAL;
   rc = rail_setup_connect(d, &rail_net_fp, handle, traffic_class, &c);
-  if (rc == 0)
-    *send_comm = c;
+  if (rc == 0) *send_comm = c;
   return rc;
 }
 
@@ -282,11 +269,9 @@ int rail_net_accept(void *listen_comm, void **recv_comm) {
   struct rail_conn *c = NULL;
   int rc;
 
-  if (listen_comm == NULL)
-    return -EINVAL;
+  if (listen_comm == NULL) return -EINVAL;
   rc = rail_setup_accept(listen_comm, &c);
-  if (rc == 0)
-    *recv_comm = c;
+  if (rc == 0) *recv_comm = c;
   return rc;
 }
 
@@ -310,8 +295,7 @@ int rail_net_close_recv(void *recv_comm) { return rail_net_close(recv_comm); }
 int rail_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
   struct rail_conn *c = comm;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   return c->t->reg_mr(c, data, size, type, mhandle);
 }
 
@@ -319,19 +303,16 @@ int rail_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64
                            void **mhandle) {
   struct rail_conn *c = comm;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   /* NCCL passes host memory here too when it has no dmabuf for it. */
-  if (fd < 0)
-    return c->t->reg_mr(c, data, size, type, mhandle);
+  if (fd < 0) return c->t->reg_mr(c, data, size, type, mhandle);
   return c->t->reg_mr_dmabuf(c, data, size, offset, fd, mhandle);
 }
 
 int rail_net_dereg_mr(void *comm, void *mhandle) {
   struct rail_conn *c = comm;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   return c->t->dereg_mr(c, mhandle);
 }
 
@@ -343,15 +324,13 @@ int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   struct rail_xreq *r = NULL;
   int rc;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   if (size > RAIL_NET_MAX_P2P_BYTES) {
     RAIL_WARN("isend of %zu bytes: larger than maxP2pBytes (%llu)", size, RAIL_NET_MAX_P2P_BYTES);
     return -EINVAL;
   }
   rc = c->t->isend(c, data, size, tag, mhandle, &r);
-  if (rc == 0)
-    *request = r;
+  if (rc == 0) *request = r;
   return rc;
 }
 
@@ -361,16 +340,14 @@ int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, con
   struct rail_xreq *r = NULL;
   int rc;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   if (n != 1) {
     RAIL_WARN("irecv with %d buffers: this device takes one (maxRecvs = 1)", n);
     return -EINVAL;
   }
   rc = c->t->irecv(c, data[0], sizes[0], tags != NULL ? tags[0] : 0,
                    mhandles != NULL ? mhandles[0] : NULL, &r);
-  if (rc == 0)
-    *request = r;
+  if (rc == 0) *request = r;
   return rc;
 }
 
@@ -380,15 +357,13 @@ int rail_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void 
   struct rail_xreq *r = NULL;
   int rc;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   if (n != 1) {
     *request = NULL; /* maxRecvs = 1: NCCL never groups; nothing of ours to flush */
     return 0;
   }
   rc = c->t->iflush(c, data[0], sizes[0], mhandles != NULL ? mhandles[0] : NULL, &r);
-  if (rc == 0)
-    *request = r;
+  if (rc == 0) *request = r;
   return rc;
 }
 
@@ -396,13 +371,11 @@ int rail_net_test(void *request, int *done, int *sizes) {
   struct rail_xreq *r = request;
   int d = 0, size = 0, rc;
 
-  if (r == NULL)
-    return -EINVAL;
+  if (r == NULL) return -EINVAL;
   rc = r->t->test(r, &d, &size);
   if (rc == 0) {
     *done = d;
-    if (d && sizes != NULL)
-      sizes[0] = size;
+    if (d && sizes != NULL) sizes[0] = size;
   }
   return rc;
 }
@@ -410,15 +383,13 @@ int rail_net_test(void *request, int *done, int *sizes) {
 int rail_net_comm_stats(void *comm, struct rail_net_stats *stats) {
   struct rail_conn *c = comm;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   return c->t->stats(c, stats);
 }
 
 int rail_net_comm_rail_down(void *comm, int rail) {
   struct rail_conn *c = comm;
 
-  if (c == NULL)
-    return -EINVAL;
+  if (c == NULL) return -EINVAL;
   return c->t->rail_down(c, rail);
 }

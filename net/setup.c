@@ -33,18 +33,13 @@ int rail_setup_nstreams(int speed_mbps, int nrails) {
   cpu_set_t cpus;
   int k, ncpu = 1, cap;
 
-  if (forced > 0)
-    return forced > RAIL_MAX_STREAMS ? RAIL_MAX_STREAMS : (int)forced;
+  if (forced > 0) return forced > RAIL_MAX_STREAMS ? RAIL_MAX_STREAMS : (int)forced;
   k = (speed_mbps + 19999) / 20000;
-  if (k < 2)
-    k = 2;
-  if (k > 8)
-    k = 8;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
-    ncpu = CPU_COUNT(&cpus);
+  if (k < 2) k = 2;
+  if (k > 8) k = 8;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) ncpu = CPU_COUNT(&cpus);
   cap = ncpu / (2 * (nrails > 0 ? nrails : 1));
-  if (cap < 1)
-    cap = 1;
+  if (cap < 1) cap = 1;
   return k < cap ? k : cap;
 }
 
@@ -74,7 +69,7 @@ struct rail_listen {
   uint64_t nonce;
   int npend;
   struct rail_pending pend[RAIL_SETUP_PENDING_MAX];
-  uint64_t deadline; /* 0 until the first accept call */
+  uint64_t deadline;                  /* 0 until the first accept call */
   const struct rail_transport *offer; /* the device's transport */
   /* The connection being assembled, then started by its transport. */
   const struct rail_transport *conn_t;
@@ -89,13 +84,11 @@ struct rail_listen {
 
 static void rail_listen_reset_conn(struct rail_listen *l, int close_fds) {
   for (int r = 0; r < RAIL_MAX_RAILS; r++) {
-    if (close_fds && l->ctl[r] >= 0)
-      close(l->ctl[r]);
+    if (close_fds && l->ctl[r] >= 0) close(l->ctl[r]);
     l->ctl[r] = -1;
     l->via[r] = 0;
     for (int i = 0; i < RAIL_MAX_STREAMS; i++) {
-      if (close_fds && l->data[r][i] >= 0)
-        close(l->data[r][i]);
+      if (close_fds && l->data[r][i] >= 0) close(l->data[r][i]);
       l->data[r][i] = -1;
     }
   }
@@ -104,16 +97,13 @@ static void rail_listen_reset_conn(struct rail_listen *l, int close_fds) {
 }
 
 void rail_setup_close_listen(struct rail_listen *l) {
-  if (l == NULL)
-    return;
+  if (l == NULL) return;
   for (int r = 0; r < l->nrails; r++)
-    if (l->fds[r] >= 0)
-      close(l->fds[r]);
+    if (l->fds[r] >= 0) close(l->fds[r]);
   for (int i = 0; i < l->npend; i++)
     close(l->pend[i].fd);
   rail_listen_reset_conn(l, 1);
-  if (l->starting != NULL)
-    l->starting->t->close(l->starting);
+  if (l->starting != NULL) l->starting->t->close(l->starting);
   free(l);
 }
 
@@ -123,8 +113,7 @@ int rail_setup_listen(const struct rail_device *dev, const struct rail_topo_fp *
   struct rail_handle h;
   int rc = 0;
 
-  if (l == NULL)
-    return -ENOMEM;
+  if (l == NULL) return -ENOMEM;
   l->nrails = dev->nrails;
   l->offer = dev->transport;
   for (int r = 0; r < RAIL_MAX_RAILS; r++)
@@ -177,8 +166,7 @@ static void rail_pending_drop(struct rail_listen *l, int i, const char *why) {
 static void rail_accept_new(struct rail_listen *l, uint64_t now) {
   uint64_t hello_ns = rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS) / 4;
 
-  if (hello_ns > RAIL_SETUP_HELLO_MS * 1000000ull)
-    hello_ns = RAIL_SETUP_HELLO_MS * 1000000ull;
+  if (hello_ns > RAIL_SETUP_HELLO_MS * 1000000ull) hello_ns = RAIL_SETUP_HELLO_MS * 1000000ull;
   for (int r = 0; r < l->nrails; r++) {
     for (;;) {
       struct sockaddr_storage from;
@@ -187,8 +175,7 @@ static void rail_accept_new(struct rail_listen *l, uint64_t now) {
       int fd = accept4(l->fds[r], (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
       if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED)
-          continue;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
           RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: accept: %s", l->addrs[r], strerror(errno));
         break;
@@ -212,10 +199,8 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
   struct rail_hello h;
   int *slot;
 
-  if (rail_hello_unpack(p->buf, &h) != 0)
-    return "not a nccl-rail hello";
-  if (h.nonce != l->nonce)
-    return "wrong nonce (not the holder of this listener's handle)";
+  if (rail_hello_unpack(p->buf, &h) != 0) return "not a nccl-rail hello";
+  if (h.nonce != l->nonce) return "wrong nonce (not the holder of this listener's handle)";
   /* Sockets always work; verbs only where this listener offered it. */
   if (h.transport == RAIL_TRANSPORT_SOCKET)
     t = &rail_transport_socket;
@@ -241,11 +226,9 @@ static const char *rail_accept_adopt(struct rail_listen *l, struct rail_pending 
     return "belongs to another connection";
   }
   slot = h.kind == RAIL_HELLO_CONTROL ? &l->ctl[h.rail] : &l->data[h.rail][h.stream];
-  if (*slot >= 0)
-    return "duplicate stream";
+  if (*slot >= 0) return "duplicate stream";
   *slot = p->fd;
-  if (h.kind == RAIL_HELLO_CONTROL)
-    l->via[h.rail] = p->rail;
+  if (h.kind == RAIL_HELLO_CONTROL) l->via[h.rail] = p->rail;
   l->adopted++;
   return NULL;
 }
@@ -263,8 +246,7 @@ static int rail_accept_build(struct rail_listen *l, struct rail_conn **out) {
 
     if (getpeername(l->ctl[r], (struct sockaddr *)&from, &len) == 0)
       rail_ifaces_addr_str(&from, addr, sizeof(addr));
-    if (r == 0)
-      snprintf(peer, sizeof(peer), "%s", addr);
+    if (r == 0) snprintf(peer, sizeof(peer), "%s", addr);
     snprintf(links[r].ifname, sizeof(links[r].ifname), "%s", ifc->name);
     snprintf(links[r].desc, sizeof(links[r].desc), "%s %s <- %s", ifc->name, l->addrs[l->via[r]],
              addr);
@@ -278,8 +260,7 @@ static int rail_accept_build(struct rail_listen *l, struct rail_conn **out) {
   /* The transport owns the fds from here, whatever it returns. */
   rail_listen_reset_conn(l, 0);
   for (int r = 0; r < RAIL_MAX_RAILS; r++) {
-    if (r < l->conn_nrails)
-      rail_socket_tune(links[r].ctl_fd, AF_UNSPEC, RAIL_SOCKET_CONTROL, -1);
+    if (r < l->conn_nrails) rail_socket_tune(links[r].ctl_fd, AF_UNSPEC, RAIL_SOCKET_CONTROL, -1);
     for (int i = 0; r < l->conn_nrails && i < links[r].nstreams; i++)
       rail_socket_tune(links[r].data_fds[i], AF_UNSPEC, RAIL_SOCKET_DATA, -1);
   }
@@ -292,8 +273,7 @@ static int rail_accept_step(struct rail_listen *l, struct rail_conn **out) {
   int rc = l->starting->t->step(l->starting);
 
   *out = NULL;
-  if (rc == -EAGAIN)
-    return 0;
+  if (rc == -EAGAIN) return 0;
   if (rc != 0) {
     l->starting->t->close(l->starting);
     l->starting = NULL;
@@ -308,10 +288,8 @@ int rail_setup_accept(struct rail_listen *l, struct rail_conn **out) {
   uint64_t now = rail_now_ns();
 
   /* The transport bounds its own exchange by the connect timeout. */
-  if (l->starting != NULL)
-    return rail_accept_step(l, out);
-  if (l->deadline == 0)
-    l->deadline = now + rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS);
+  if (l->starting != NULL) return rail_accept_step(l, out);
+  if (l->deadline == 0) l->deadline = now + rail_setup_ms(RAIL_PARAM_CONNECT_TIMEOUT_MS);
   rail_accept_new(l, now);
   for (int i = 0; i < l->npend;) {
     struct rail_pending *p = &l->pend[i];
@@ -395,11 +373,9 @@ struct rail_connect {
 };
 
 static void rail_connect_free(struct rail_connect *cs) {
-  if (cs->starting != NULL)
-    cs->starting->t->close(cs->starting);
+  if (cs->starting != NULL) cs->starting->t->close(cs->starting);
   for (int i = 0; i < cs->nsocks; i++)
-    if (cs->socks[i].fd >= 0)
-      close(cs->socks[i].fd);
+    if (cs->socks[i].fd >= 0) close(cs->socks[i].fd);
   free(cs);
 }
 
@@ -408,28 +384,23 @@ static int rail_connect_open(struct rail_connect *cs, struct rail_csock *s) {
   int r = s->rail, fd, rc;
   struct sockaddr_storage src = cs->local[r].addr;
 
-  if (s->fd >= 0)
-    close(s->fd);
+  if (s->fd >= 0) close(s->fd);
   s->fd = -1;
   s->connected = 0;
   s->sent = 0;
   fd = rail_socket_open(cs->peer[r].ss_family);
-  if (fd < 0)
-    return fd;
+  if (fd < 0) return fd;
   s->fd = fd;
   rail_socket_tune(fd, cs->peer[r].ss_family, s->ctl ? RAIL_SOCKET_CONTROL : RAIL_SOCKET_DATA,
                    cs->tc);
-  if (cs->nrails > 1 && !s->ctl)
-    rail_socket_limit_unsent(fd, RAIL_SETUP_UNSENT_BYTES);
+  if (cs->nrails > 1 && !s->ctl) rail_socket_limit_unsent(fd, RAIL_SETUP_UNSENT_BYTES);
   if (cs->bind_local[r]) {
     /* Leave through this rail's NIC: the source address selects it. */
     rail_setup_set_port(&src, 0);
-    if (bind(fd, (struct sockaddr *)&src, rail_ifaces_addr_len(&src)) != 0)
-      return -errno;
+    if (bind(fd, (struct sockaddr *)&src, rail_ifaces_addr_len(&src)) != 0) return -errno;
   }
   rc = rail_socket_connect_start(fd, &cs->peer[r]);
-  if (rc == 0)
-    s->connected = 1;
+  if (rc == 0) s->connected = 1;
   return rc == -EINPROGRESS ? 0 : rc;
 }
 
@@ -446,11 +417,9 @@ static void rail_connect_warn_fallback(const struct rail_iface *local,
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nseen && !found; i++)
     found = strcmp(seen[i], key) == 0;
-  if (!found && nseen < 16)
-    snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
+  if (!found && nseen < 16) snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
   pthread_mutex_unlock(&mu);
-  if (found)
-    return;
+  if (found) return;
   RAIL_WARN("rail %s (%s/%d) has no peer address on its subnet or routed through it; using peer %s "
             "by the kernel's route instead (traffic may not use %s)",
             local->name, rail_ifaces_addr_str(&local->addr, a, sizeof(a)), local->prefix_len, b,
@@ -464,8 +433,7 @@ static const struct rail_transport *rail_connect_transport(const struct rail_dev
                                                            const char *peer) {
   const struct rail_transport *mine = dev->transport;
 
-  if (mine->kind == h->transport)
-    return mine;
+  if (mine->kind == h->transport) return mine;
   RAIL_INFO(RAIL_SUBSYS_NET, "connect on %s to %s: this end offers %s, the peer %s; using sockets",
             dev->name, peer, mine->name,
             h->transport == RAIL_TRANSPORT_VERBS ? "verbs" : "sockets");
@@ -479,8 +447,7 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
   uint64_t conn_id = rail_handle_random64();
   char local_s[64];
 
-  if (cs == NULL)
-    return -ENOMEM;
+  if (cs == NULL) return -ENOMEM;
   rc = rail_handle_unpack(handle, &cs->h);
   if (rc == -EPROTONOSUPPORT) {
     RAIL_WARN("connect on %s: the peer's handle is for nccl-rail protocol version %u, this plugin "
@@ -514,8 +481,7 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
     cs->peer[r] = cs->h.rails[peer_of[r]];
     cs->bind_local[r] =
         how[r] != RAIL_MATCH_FALLBACK && cs->peer[r].ss_family == cs->local[r].addr.ss_family;
-    if (how[r] == RAIL_MATCH_FALLBACK)
-      rail_connect_warn_fallback(&cs->local[r], &cs->peer[r]);
+    if (how[r] == RAIL_MATCH_FALLBACK) rail_connect_warn_fallback(&cs->local[r], &cs->peer[r]);
     if (cs->peer[r].ss_family == AF_INET6 &&
         IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&cs->peer[r])->sin6_addr))
       ((struct sockaddr_in6 *)&cs->peer[r])->sin6_scope_id = (uint32_t)cs->local[r].ifindex;
@@ -535,8 +501,7 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
       s->ctl = i == 0;
       rail_hello_pack(&hello, s->hello);
       rc = rail_connect_open(cs, s);
-      if (rc != 0)
-        s->retry_at = rail_now_ns() + RAIL_SETUP_RETRY_NS;
+      if (rc != 0) s->retry_at = rail_now_ns() + RAIL_SETUP_RETRY_NS;
     }
   }
   *out = cs;
@@ -563,8 +528,9 @@ static int rail_connect_build(struct rail_connect *cs, const struct rail_device 
   }
   for (int i = 0; i < cs->nsocks; i++)
     cs->socks[i].fd = -1; /* owned by the transport now */
-  RAIL_INFO(RAIL_SUBSYS_NET, "connected %s to %s over %s: %d rail(s) x (1 control + %d data) streams",
-            dev->name, cs->peer_str, cs->t->name, cs->nrails, cs->k);
+  RAIL_INFO(RAIL_SUBSYS_NET,
+            "connected %s to %s over %s: %d rail(s) x (1 control + %d data) streams", dev->name,
+            cs->peer_str, cs->t->name, cs->nrails, cs->k);
   return cs->t->start(1, links, cs->nrails, cs->peer_str, out);
 }
 
@@ -574,48 +540,39 @@ int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp 
   uint64_t now = rail_now_ns();
   int ready = 0, rc = 0;
 
-  if (cs != NULL && cs->starting != NULL)
-    goto step;
+  if (cs != NULL && cs->starting != NULL) goto step;
   if (cs == NULL) {
     rc = rail_connect_begin(dev, fp, handle, traffic_class, &cs);
-    if (rc != 0)
-      return rc;
+    if (rc != 0) return rc;
     rail_handle_set_state(handle, (uint64_t)(uintptr_t)cs);
   }
   for (int i = 0; i < cs->nsocks; i++) {
     struct rail_csock *s = &cs->socks[i];
 
     if (s->retry_at != 0) {
-      if (now < s->retry_at)
-        continue;
+      if (now < s->retry_at) continue;
       s->retry_at = 0;
       rc = rail_connect_open(cs, s);
-      if (rc != 0)
-        goto retry;
+      if (rc != 0) goto retry;
     }
     if (!s->connected) {
       rc = rail_socket_connect_check(s->fd);
-      if (rc == -EINPROGRESS)
-        continue;
-      if (rc != 0)
-        goto retry;
+      if (rc == -EINPROGRESS) continue;
+      if (rc != 0) goto retry;
       s->connected = 1;
     }
     while (s->sent < sizeof(s->hello)) {
       ssize_t n =
           send(s->fd, s->hello + s->sent, sizeof(s->hello) - s->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        break;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n < 0) {
         rc = -errno;
         goto retry;
       }
       s->sent += (size_t)n;
     }
-    if (s->sent == sizeof(s->hello))
-      ready++;
+    if (s->sent == sizeof(s->hello)) ready++;
     continue;
   retry:
     /* The listener exists (its handle came first), so refusals and resets
@@ -627,8 +584,7 @@ int rail_setup_connect(const struct rail_device *dev, const struct rail_topo_fp 
                 rail_ifaces_addr_str(&cs->peer[s->rail], b, sizeof(b)), strerror(-rc));
       goto fail;
     }
-    if (s->fd >= 0)
-      close(s->fd);
+    if (s->fd >= 0) close(s->fd);
     s->fd = -1;
     s->retry_at = now + RAIL_SETUP_RETRY_NS;
   }

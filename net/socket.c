@@ -56,15 +56,13 @@ void rail_socket_limit_unsent(int fd, int bytes) {
 int rail_socket_set_blocking(int fd, int blocking) {
   int flags = fcntl(fd, F_GETFL);
 
-  if (flags < 0)
-    return -errno;
+  if (flags < 0) return -errno;
   flags = blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK);
   return fcntl(fd, F_SETFL, flags) == 0 ? 0 : -errno;
 }
 
 int rail_socket_connect_start(int fd, const struct sockaddr_storage *to) {
-  if (connect(fd, (const struct sockaddr *)to, rail_ifaces_addr_len(to)) == 0)
-    return 0;
+  if (connect(fd, (const struct sockaddr *)to, rail_ifaces_addr_len(to)) == 0) return 0;
   return errno == EINPROGRESS ? -EINPROGRESS : -errno;
 }
 
@@ -73,12 +71,9 @@ int rail_socket_connect_check(int fd) {
   int err = 0;
   socklen_t len = sizeof(err);
 
-  if (poll(&p, 1, 0) < 0)
-    return errno == EINTR ? -EINPROGRESS : -errno;
-  if ((p.revents & (POLLOUT | POLLERR | POLLHUP)) == 0)
-    return -EINPROGRESS;
-  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-    return -errno;
+  if (poll(&p, 1, 0) < 0) return errno == EINTR ? -EINPROGRESS : -errno;
+  if ((p.revents & (POLLOUT | POLLERR | POLLHUP)) == 0) return -EINPROGRESS;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -errno;
   return -err;
 }
 
@@ -93,8 +88,7 @@ int rail_socket_send_all(int fd, struct iovec *iov, int iovcnt) {
     msg.msg_iovlen = (size_t)iovcnt;
     n = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return -errno;
     }
     while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
@@ -115,11 +109,9 @@ int rail_socket_recv_all(int fd, void *buf, size_t len) {
 
   while (len > 0) {
     ssize_t n = recv(fd, p, len, MSG_WAITALL);
-    if (n == 0)
-      return -EPIPE;
+    if (n == 0) return -EPIPE;
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return -errno;
     }
     p += n;
@@ -134,8 +126,7 @@ int rail_socket_discard(int fd, size_t len) {
   while (len > 0) {
     size_t want = len < sizeof(sink) ? len : sizeof(sink);
     int rc = rail_socket_recv_all(fd, sink, want);
-    if (rc != 0)
-      return rc;
+    if (rc != 0) return rc;
     len -= want;
   }
   return 0;

@@ -16,8 +16,7 @@ static int rail_st_start(int is_send, const struct rail_link_setup *links, int n
   struct rail_comm *c;
   int rc = rail_engine_create(is_send, links, nlinks, peer, &c);
 
-  if (rc == 0)
-    *out = &c->base;
+  if (rc == 0) *out = &c->base;
   return rc;
 }
 
@@ -60,8 +59,7 @@ static int rail_st_isend(struct rail_conn *c, void *data, size_t size, int tag, 
   struct rail_req *r = NULL;
   int rc = rail_engine_isend(rail_st_comm(c), data, size, tag, &r);
 
-  if (rc == 0)
-    *request = r != NULL ? &r->base : NULL;
+  if (rc == 0) *request = r != NULL ? &r->base : NULL;
   return rc;
 }
 
@@ -70,8 +68,7 @@ static int rail_st_irecv(struct rail_conn *c, void *data, size_t size, int tag, 
   struct rail_req *r = NULL;
   int rc = rail_engine_irecv(rail_st_comm(c), data, size, tag, &r);
 
-  if (rc == 0)
-    *request = r != NULL ? &r->base : NULL;
+  if (rc == 0) *request = r != NULL ? &r->base : NULL;
   return rc;
 }
 
@@ -109,8 +106,7 @@ static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
 static int rail_st_rail_down(struct rail_conn *conn, int rail) {
   struct rail_comm *c = rail_st_comm(conn);
 
-  if (rail < 0 || rail >= c->nrails)
-    return -EINVAL;
+  if (rail < 0 || rail >= c->nrails) return -EINVAL;
   pthread_mutex_lock(&c->mu);
   rail_engine_rail_down(c, rail, -ENETDOWN, "taken down by request");
   pthread_mutex_unlock(&c->mu);

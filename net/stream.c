@@ -26,13 +26,10 @@ static int rail_stream_cpus(struct rail_comm *c, struct rail_stream *s, cpu_set_
   int numa = c->rails[s->rail].numa;
   cpu_set_t allowed;
 
-  if (numa < 0 || rail_param_int(RAIL_PARAM_PIN_THREADS) == 0)
-    return 0;
-  if (rail_topo_numa_cpuset(rail_topo_get(), numa, set) != 0)
-    return 0;
+  if (numa < 0 || rail_param_int(RAIL_PARAM_PIN_THREADS) == 0) return 0;
+  if (rail_topo_numa_cpuset(rail_topo_get(), numa, set) != 0) return 0;
   /* Stay inside what the process may use (cgroups, NCCL's own pinning). */
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
-    CPU_AND(set, set, &allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) CPU_AND(set, set, &allowed);
   return CPU_COUNT(set) > 0;
 }
 
@@ -48,8 +45,7 @@ static void *rail_stream_send_main(void *arg) {
     struct iovec iov[2];
     int rc;
 
-    if (rail_engine_next_chunk(c, s, &ch) != 0)
-      break;
+    if (rail_engine_next_chunk(c, s, &ch) != 0) break;
     h.magic = RAIL_CHUNK_MAGIC;
     h.len = ch->len;
     h.seq = ch->req->seq;
@@ -62,8 +58,7 @@ static void *rail_stream_send_main(void *arg) {
     iov[1].iov_len = ch->len;
     rc = rail_socket_send_all(s->fd, iov, 2);
     rail_engine_chunk_sent(c, s, ch, rc);
-    if (rc != 0)
-      break;
+    if (rc != 0) break;
   }
   return NULL;
 }
@@ -91,8 +86,7 @@ static void *rail_stream_recv_main(void *arg) {
     }
     rc = dst != NULL ? rail_socket_recv_all(s->fd, dst, h.len) : rail_socket_discard(s->fd, h.len);
     rail_engine_chunk_end(c, s, &h, dst != NULL, rc);
-    if (rc != 0)
-      break;
+    if (rc != 0) break;
   }
   return NULL;
 }
@@ -103,8 +97,7 @@ int rail_stream_start(struct rail_comm *c, struct rail_stream *s) {
   char name[16];
   int rc = rail_socket_set_blocking(s->fd, 1);
 
-  if (rc != 0)
-    return rc;
+  if (rc != 0) return rc;
   pthread_attr_init(&attr);
   /* Pinned from its first instruction, so its stack and buffers are
    * allocated on the NIC's node. */
@@ -117,8 +110,7 @@ int rail_stream_start(struct rail_comm *c, struct rail_stream *s) {
   rc = pthread_create(&s->thread, &attr, c->is_send ? rail_stream_send_main : rail_stream_recv_main,
                       s);
   pthread_attr_destroy(&attr);
-  if (rc != 0)
-    return -rc;
+  if (rc != 0) return -rc;
   s->started = 1;
   snprintf(name, sizeof(name), "rail-%s%d.%d", c->is_send ? "tx" : "rx", s->rail, s->index);
   pthread_setname_np(s->thread, name);

@@ -131,7 +131,7 @@ struct rail_vt_req {
 
 struct rail_vt_comm {
   struct rail_conn base; /* first: see net/transport.h */
-  int speed_mbps; /* the rails' ports, summed */
+  int speed_mbps;        /* the rails' ports, summed */
   int is_send;
   int state;
   int err;

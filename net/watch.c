@@ -89,8 +89,7 @@ int rail_watch_add(struct rail_comm *c) {
   }
   c->watch_prev = NULL;
   c->watch_next = rail_watch_list;
-  if (rail_watch_list != NULL)
-    rail_watch_list->watch_prev = c;
+  if (rail_watch_list != NULL) rail_watch_list->watch_prev = c;
   rail_watch_list = c;
   rail_watch_count++;
   pthread_mutex_unlock(&rail_watch_mu);
@@ -109,8 +108,7 @@ void rail_watch_remove(struct rail_comm *c) {
     pthread_mutex_unlock(&rail_watch_mu); /* never added */
     return;
   }
-  if (c->watch_next != NULL)
-    c->watch_next->watch_prev = c->watch_prev;
+  if (c->watch_next != NULL) c->watch_next->watch_prev = c->watch_prev;
   c->watch_next = c->watch_prev = NULL;
   if (--rail_watch_count == 0) {
     /* A later connection starts a new watcher; this one is joined here. */

@@ -9,7 +9,9 @@
 
 static rail_logger_fn rail_logger; /* NULL: stderr default */
 
-void rail_log_set_logger(rail_logger_fn fn) { __atomic_store_n(&rail_logger, fn, __ATOMIC_RELEASE); }
+void rail_log_set_logger(rail_logger_fn fn) {
+  __atomic_store_n(&rail_logger, fn, __ATOMIC_RELEASE);
+}
 
 /* The default sink reads NCCL_DEBUG itself so that the CLI and tests behave
  * like NCCL would: WARN always, INFO with NCCL_DEBUG=INFO, TRACE with TRACE. */

@@ -237,8 +237,8 @@ static ncclResult_t rail_abi_isend_v9(void *send_comm, void *data, size_t size, 
   return rail_abi_isend(send_comm, data, size, tag, mhandle, NULL, request);
 }
 
-static ncclResult_t rail_abi_isend_v8(void *send_comm, void *data, int size, int tag,
-                                      void *mhandle, void **request) {
+static ncclResult_t rail_abi_isend_v8(void *send_comm, void *data, int size, int tag, void *mhandle,
+                                      void **request) {
   if (size < 0) {
     *request = NULL;
     RAIL_WARN("isend: negative size %d", size);
@@ -257,8 +257,8 @@ static ncclResult_t rail_abi_irecv(void *recv_comm, int n, void **data, size_t *
   return rail_abi_result(rc);
 }
 
-static ncclResult_t rail_abi_irecv_v9(void *recv_comm, int n, void **data, size_t *sizes,
-                                      int *tags, void **mhandles, void **request) {
+static ncclResult_t rail_abi_irecv_v9(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                                      void **mhandles, void **request) {
   return rail_abi_irecv(recv_comm, n, data, sizes, tags, mhandles, NULL, request);
 }
 
@@ -271,7 +271,8 @@ static ncclResult_t rail_abi_irecv_v8(void *recv_comm, int n, void **data, int *
     RAIL_WARN("irecv: %d buffers requested, at most %d supported", n, NCCL_NET_MAX_REQUESTS);
     return rail_abi_result(-EINVAL);
   }
-  for (int i = 0; i < n; i++) wide[i] = sizes[i] < 0 ? 0 : (size_t)sizes[i];
+  for (int i = 0; i < n; i++)
+    wide[i] = sizes[i] < 0 ? 0 : (size_t)sizes[i];
   return rail_abi_irecv(recv_comm, n, data, wide, tags, mhandles, NULL, request);
 }
 
@@ -294,8 +295,12 @@ static ncclResult_t rail_abi_test(void *request, int *done, int *sizes) {
   return rail_abi_result(rc);
 }
 
-static ncclResult_t rail_abi_close_send(void *comm) { return rail_abi_result(rail_net_close_send(comm)); }
-static ncclResult_t rail_abi_close_recv(void *comm) { return rail_abi_result(rail_net_close_recv(comm)); }
+static ncclResult_t rail_abi_close_send(void *comm) {
+  return rail_abi_result(rail_net_close_send(comm));
+}
+static ncclResult_t rail_abi_close_recv(void *comm) {
+  return rail_abi_result(rail_net_close_recv(comm));
+}
 static ncclResult_t rail_abi_close_listen(void *comm) {
   return rail_abi_result(rail_net_close_listen(comm));
 }
@@ -316,7 +321,9 @@ static ncclResult_t rail_abi_make_vdevice(int *d, ncclNetVDeviceProps_t *props) 
 }
 
 /* A hint about concurrency per operation; sockets have nothing to tune. */
-static ncclResult_t rail_abi_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr) { return ncclSuccess; }
+static ncclResult_t rail_abi_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr) {
+  return ncclSuccess;
+}
 
 /* ---- the exported tables ------------------------------------------------- */
 

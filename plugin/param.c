@@ -24,20 +24,22 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
     [RAIL_PARAM_IFNAMES] = {"NCCL_RAIL_IFNAMES", RAIL_PARAM_T_STR, "", 0, 0,
                             "interfaces to use: prefixes, ^ to exclude, = for exact names "
                             "(NCCL_SOCKET_IFNAME syntax); empty = automatic"},
-    [RAIL_PARAM_NSTREAMS] = {"NCCL_RAIL_NSTREAMS", RAIL_PARAM_T_INT, "0", 0, 16,
-                             "data TCP streams per rail per connection; 0 = from link speed and cores"},
+    [RAIL_PARAM_NSTREAMS] =
+        {"NCCL_RAIL_NSTREAMS", RAIL_PARAM_T_INT, "0", 0, 16,
+         "data TCP streams per rail per connection; 0 = from link speed and cores"},
     [RAIL_PARAM_INLINE_BYTES] = {"NCCL_RAIL_INLINE_BYTES", RAIL_PARAM_T_INT, "16384", 0, 1 << 20,
                                  "messages up to this size travel inline on the control stream"},
     [RAIL_PARAM_CHUNK_BYTES] = {"NCCL_RAIL_CHUNK_BYTES", RAIL_PARAM_T_INT, "524288", 4096, 64 << 20,
                                 "chunk size that large messages are cut into across data streams"},
     [RAIL_PARAM_MIN_STRIPE_BYTES] = {"NCCL_RAIL_MIN_STRIPE_BYTES", RAIL_PARAM_T_INT, "262144", 0,
-                                     1LL << 30, "messages below this go whole on one rail (round-robin)"},
+                                     1LL << 30,
+                                     "messages below this go whole on one rail (round-robin)"},
     [RAIL_PARAM_SOCKBUF_BYTES] = {"NCCL_RAIL_SOCKBUF_BYTES", RAIL_PARAM_T_INT, "0", 0, 1 << 30,
                                   "SO_SNDBUF/SO_RCVBUF for data streams; 0 = kernel auto-tuning"},
     [RAIL_PARAM_TIMEOUT_MS] = {"NCCL_RAIL_TIMEOUT_MS", RAIL_PARAM_T_INT, "20000", 100, 3600000,
                                "a peer silent for this long fails its pending requests"},
-    [RAIL_PARAM_CONNECT_TIMEOUT_MS] = {"NCCL_RAIL_CONNECT_TIMEOUT_MS", RAIL_PARAM_T_INT, "60000", 100,
-                                       3600000, "connect/accept give up after this"},
+    [RAIL_PARAM_CONNECT_TIMEOUT_MS] = {"NCCL_RAIL_CONNECT_TIMEOUT_MS", RAIL_PARAM_T_INT, "60000",
+                                       100, 3600000, "connect/accept give up after this"},
     [RAIL_PARAM_PIN_THREADS] = {"NCCL_RAIL_PIN_THREADS", RAIL_PARAM_T_INT, "1", 0, 1,
                                 "pin progress threads to the CPUs of the NIC's NUMA node"},
     [RAIL_PARAM_FUSE] = {"NCCL_RAIL_FUSE", RAIL_PARAM_T_INT, "1", 0, 1,
@@ -50,8 +52,9 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
                                "prefix for every /sys read (fake trees in tests); empty = /"},
     [RAIL_PARAM_TUNER] = {"NCCL_RAIL_TUNER", RAIL_PARAM_T_INT, "1", 0, 1,
                           "0 = the tuner leaves NCCL's algorithm and protocol choice alone"},
-    [RAIL_PARAM_TUNER_FILE] = {"NCCL_RAIL_TUNER_FILE", RAIL_PARAM_T_STR, "", 0, 0,
-                               "site rules: collective, byte range, nodes, ranks -> algo, proto, channels"},
+    [RAIL_PARAM_TUNER_FILE] =
+        {"NCCL_RAIL_TUNER_FILE", RAIL_PARAM_T_STR, "", 0, 0,
+         "site rules: collective, byte range, nodes, ranks -> algo, proto, channels"},
     [RAIL_PARAM_TRANSPORT] = {"NCCL_RAIL_TRANSPORT", RAIL_PARAM_T_STR, "auto", 0, 0,
                               "auto, socket or verbs"},
     [RAIL_PARAM_GID_INDEX] = {"NCCL_RAIL_GID_INDEX", RAIL_PARAM_T_INT, "-1", -1, 255,
@@ -77,40 +80,41 @@ int rail_param_parse_size(const char *s, uint64_t *out) {
 
   /* strtoull alone would take blanks, a sign (wrapping "-1" to 2^64-1) and
    * octal; the first character must be a digit to rule all of them out. */
-  if (s == NULL || !isdigit((unsigned char)s[0]))
-    return -EINVAL;
+  if (s == NULL || !isdigit((unsigned char)s[0])) return -EINVAL;
   errno = 0;
   if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && isxdigit((unsigned char)s[2])) {
     v = strtoull(s + 2, &end, 16);
-    if (errno == ERANGE)
-      return -ERANGE;
-    if (*end != '\0')
-      return -EINVAL;
+    if (errno == ERANGE) return -ERANGE;
+    if (*end != '\0') return -EINVAL;
     *out = v;
     return 0;
   }
   v = strtoull(s, &end, 10);
-  if (errno == ERANGE)
-    return -ERANGE;
+  if (errno == ERANGE) return -ERANGE;
   switch (toupper((unsigned char)*end)) {
-  case 'K': shift = 10; break;
-  case 'M': shift = 20; break;
-  case 'G': shift = 30; break;
-  case 'T': shift = 40; break;
-  default: break;
+  case 'K':
+    shift = 10;
+    break;
+  case 'M':
+    shift = 20;
+    break;
+  case 'G':
+    shift = 30;
+    break;
+  case 'T':
+    shift = 40;
+    break;
+  default:
+    break;
   }
   if (shift != 0) {
     end++;
     /* "iB" only after a multiplier: "4iB" is a typo, not 4 bytes. */
-    if ((end[0] == 'i' || end[0] == 'I') && (end[1] == 'b' || end[1] == 'B'))
-      end++;
+    if ((end[0] == 'i' || end[0] == 'I') && (end[1] == 'b' || end[1] == 'B')) end++;
   }
-  if (*end == 'b' || *end == 'B')
-    end++;
-  if (*end != '\0')
-    return -EINVAL;
-  if (v > (UINT64_MAX >> shift))
-    return -ERANGE;
+  if (*end == 'b' || *end == 'B') end++;
+  if (*end != '\0') return -EINVAL;
+  if (v > (UINT64_MAX >> shift)) return -ERANGE;
   *out = (uint64_t)v << shift;
   return 0;
 }
@@ -124,10 +128,8 @@ static int rail_param_parse_int(const char *s, long long *out) {
   int rc;
 
   rc = rail_param_parse_size(s + neg, &v);
-  if (rc != 0)
-    return rc;
-  if (v > (uint64_t)LLONG_MAX)
-    return -ERANGE;
+  if (rc != 0) return rc;
+  if (v > (uint64_t)LLONG_MAX) return -ERANGE;
   *out = neg ? -(long long)v : (long long)v;
   return 0;
 }
@@ -188,8 +190,8 @@ void rail_param_print(FILE *out) {
   for (int p = 0; p < RAIL_PARAM_COUNT; p++) {
     const struct rail_param_def *d = &rail_param_defs[p];
     const struct rail_param_val *v = &rail_param_vals[p];
-    fprintf(out, "%-30s %-12s %s\n  default %s%s; %s\n", d->name,
-            v->s[0] ? v->s : "\"\"", v->from_env ? "(set)" : "", d->def[0] ? d->def : "\"\"",
+    fprintf(out, "%-30s %-12s %s\n  default %s%s; %s\n", d->name, v->s[0] ? v->s : "\"\"",
+            v->from_env ? "(set)" : "", d->def[0] ? d->def : "\"\"",
             d->type == RAIL_PARAM_T_INT ? ", integer" : "", d->help);
   }
 }

@@ -10,24 +10,24 @@
 #include <stdio.h>
 
 enum rail_param {
-  RAIL_PARAM_IFNAMES,          /* str: interfaces, NCCL_SOCKET_IFNAME syntax */
-  RAIL_PARAM_NSTREAMS,         /* int: data streams per rail per connection, 0 = auto */
-  RAIL_PARAM_INLINE_BYTES,     /* int: messages up to this size travel inline on the control stream */
-  RAIL_PARAM_CHUNK_BYTES,      /* int: chunk size of large messages on the data streams */
-  RAIL_PARAM_MIN_STRIPE_BYTES, /* int: messages below this go whole on one rail */
-  RAIL_PARAM_SOCKBUF_BYTES,    /* int: SO_SNDBUF/SO_RCVBUF, 0 = kernel auto-tuning */
-  RAIL_PARAM_TIMEOUT_MS,       /* int: a silent peer fails pending requests after this */
+  RAIL_PARAM_IFNAMES,      /* str: interfaces, NCCL_SOCKET_IFNAME syntax */
+  RAIL_PARAM_NSTREAMS,     /* int: data streams per rail per connection, 0 = auto */
+  RAIL_PARAM_INLINE_BYTES, /* int: messages up to this size travel inline on the control stream */
+  RAIL_PARAM_CHUNK_BYTES,  /* int: chunk size of large messages on the data streams */
+  RAIL_PARAM_MIN_STRIPE_BYTES,   /* int: messages below this go whole on one rail */
+  RAIL_PARAM_SOCKBUF_BYTES,      /* int: SO_SNDBUF/SO_RCVBUF, 0 = kernel auto-tuning */
+  RAIL_PARAM_TIMEOUT_MS,         /* int: a silent peer fails pending requests after this */
   RAIL_PARAM_CONNECT_TIMEOUT_MS, /* int: connect/accept give up after this */
-  RAIL_PARAM_PIN_THREADS,      /* int: pin progress threads to the NIC's NUMA node */
-  RAIL_PARAM_FUSE,             /* int: 1 = one device per rail group, 0 = physical NICs */
-  RAIL_PARAM_ADAPT,            /* int: adapt rail weights to measured throughput */
-  RAIL_PARAM_TOPO_FILE,        /* str: hwloc or NCCL topology XML instead of live discovery */
-  RAIL_PARAM_SYSFS_ROOT,       /* str: prefix for every /sys read (tests feed a fake tree) */
-  RAIL_PARAM_TUNER,            /* int: 0 = the tuner leaves NCCL's choice alone */
-  RAIL_PARAM_TUNER_FILE,       /* str: site rules for the tuner */
-  RAIL_PARAM_TRANSPORT,        /* str: auto, socket or verbs */
-  RAIL_PARAM_GID_INDEX,        /* int: RoCE GID index, -1 = automatic */
-  RAIL_PARAM_QPS_PER_RAIL,     /* int: verbs RC queue pairs per rail per connection */
+  RAIL_PARAM_PIN_THREADS,        /* int: pin progress threads to the NIC's NUMA node */
+  RAIL_PARAM_FUSE,               /* int: 1 = one device per rail group, 0 = physical NICs */
+  RAIL_PARAM_ADAPT,              /* int: adapt rail weights to measured throughput */
+  RAIL_PARAM_TOPO_FILE,          /* str: hwloc or NCCL topology XML instead of live discovery */
+  RAIL_PARAM_SYSFS_ROOT,         /* str: prefix for every /sys read (tests feed a fake tree) */
+  RAIL_PARAM_TUNER,              /* int: 0 = the tuner leaves NCCL's choice alone */
+  RAIL_PARAM_TUNER_FILE,         /* str: site rules for the tuner */
+  RAIL_PARAM_TRANSPORT,          /* str: auto, socket or verbs */
+  RAIL_PARAM_GID_INDEX,          /* int: RoCE GID index, -1 = automatic */
+  RAIL_PARAM_QPS_PER_RAIL,       /* int: verbs RC queue pairs per rail per connection */
   RAIL_PARAM_COUNT
 };
 

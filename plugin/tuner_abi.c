@@ -104,7 +104,8 @@ static ncclResult_t rail_tuner_abi_get_coll_info_v2(void *ctx, ncclFunc_t collTy
   float table[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
 
   for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++) table[a][p] = 1.0f;
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      table[a][p] = 1.0f;
   for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
     if (!nvlsSupport)
       table[RAIL_ALGO_NVLS][p] = table[RAIL_ALGO_NVLS_TREE][p] = NCCL_ALGO_PROTO_IGNORE;

@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+# The tree stays formatted with .clang-format (clang-format 14).
+scripts/check-format.sh
 build=${RAIL_BUILD_DIR:-build}
 # As root (CI), the rigs must run, never skip: network namespaces, and the
 # qemu VM with soft-RoCE (rig.rxe.*, about half an hour under TCG; it

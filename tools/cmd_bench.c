@@ -59,7 +59,7 @@ struct bench_cfg {
   uint64_t size[BENCH_MAX_SIZES];
   uint64_t iters[BENCH_MAX_SIZES]; /* 0 until rank 0 calibrated that size */
   int32_t target_ms;               /* how long one measurement should last */
-  int32_t streams; /* raw streams; 0 = as many as the plugin opened */
+  int32_t streams;                 /* raw streams; 0 = as many as the plugin opened */
   int32_t lat_iters;
   int32_t raw;
   int32_t iperf3;
@@ -95,7 +95,7 @@ struct bench {
   void *dl;
   struct rail_nd nd;
   ncclNetProperties_v11_t props;
-  void *send_comm, *recv_comm; /* c01 and c10, from this rank's view */
+  void *send_comm, *recv_comm;                   /* c01 and c10, from this rank's view */
   char addrs[BENCH_MAX_ADDRS][INET6_ADDRSTRLEN]; /* rank 0's data addresses */
   int naddrs;
   int nstreams; /* raw streams per direction */
@@ -108,39 +108,38 @@ struct bench {
 };
 
 static void bench_usage(FILE *out) {
-  fprintf(out,
-          "usage: nccl-rail bench [options]\n"
-          "  Throughput and round-trip latency through the plugin's net ABI between two\n"
-          "  processes, next to raw TCP measured in the same run. By default the second\n"
-          "  process is forked on this host (interfaces: NCCL_RAIL_IFNAMES, default lo).\n"
-          "\n"
-          "  --quick              three sizes, short runs (CI, README)\n"
-          "  --json               results as JSON on stdout\n"
-          "  --check              exit 1 when a target is missed (>= 90%% of raw TCP from\n"
-          "                       4 MiB, round trip <= 1.3x raw TCP)\n"
-          "  --min-bytes N        smallest message (default 4K)\n"
-          "  --max-bytes N        largest message (default 256M)\n"
-          "  --step N             size factor between rows (default 4)\n"
-          "  --seconds S          length of each measurement (default 1, --quick 0.25)\n"
-          "  --rounds N           plugin and raw TCP measured N times in turn, alternating\n"
-          "                       which goes first; ratios are medians of the rounds'\n"
-          "                       (default 3, --quick 1; at most 15)\n"
-          "  --window N           requests in flight per direction (default 8, NCCL_STEPS)\n"
-          "  --streams N          raw TCP streams (default: as many as the plugin opens)\n"
-          "  --lat-iters N        round trips for latency (default 20000, --quick 2000)\n"
-          "  --no-raw             skip the raw socket baseline\n"
-          "  --no-iperf3          skip iperf3 even if installed\n"
-          "  --no-twoway          skip the two-way test\n"
-          "  --dev N              plugin device (default 0)\n"
-          "  --plugin NAME|PATH   drive this .so (NCCL_NET_PLUGIN rules) instead of the\n"
-          "                       plugin built into this binary\n"
-          "\n"
-          "  two hosts or namespaces:\n"
-          "  --listen             be rank 0: wait for a peer on an out-of-band TCP port\n"
-          "  --port N             that port (default: any free one)\n"
-          "  --oob-addr ADDR      bind it here (default: all addresses)\n"
-          "  --handle-file PATH   write HOST:PORT of that port here for the peer\n"
-          "  --connect X          be rank 1: X is HOST:PORT or a handle file (waited for)\n");
+  fprintf(out, "usage: nccl-rail bench [options]\n"
+               "  Throughput and round-trip latency through the plugin's net ABI between two\n"
+               "  processes, next to raw TCP measured in the same run. By default the second\n"
+               "  process is forked on this host (interfaces: NCCL_RAIL_IFNAMES, default lo).\n"
+               "\n"
+               "  --quick              three sizes, short runs (CI, README)\n"
+               "  --json               results as JSON on stdout\n"
+               "  --check              exit 1 when a target is missed (>= 90%% of raw TCP from\n"
+               "                       4 MiB, round trip <= 1.3x raw TCP)\n"
+               "  --min-bytes N        smallest message (default 4K)\n"
+               "  --max-bytes N        largest message (default 256M)\n"
+               "  --step N             size factor between rows (default 4)\n"
+               "  --seconds S          length of each measurement (default 1, --quick 0.25)\n"
+               "  --rounds N           plugin and raw TCP measured N times in turn, alternating\n"
+               "                       which goes first; ratios are medians of the rounds'\n"
+               "                       (default 3, --quick 1; at most 15)\n"
+               "  --window N           requests in flight per direction (default 8, NCCL_STEPS)\n"
+               "  --streams N          raw TCP streams (default: as many as the plugin opens)\n"
+               "  --lat-iters N        round trips for latency (default 20000, --quick 2000)\n"
+               "  --no-raw             skip the raw socket baseline\n"
+               "  --no-iperf3          skip iperf3 even if installed\n"
+               "  --no-twoway          skip the two-way test\n"
+               "  --dev N              plugin device (default 0)\n"
+               "  --plugin NAME|PATH   drive this .so (NCCL_NET_PLUGIN rules) instead of the\n"
+               "                       plugin built into this binary\n"
+               "\n"
+               "  two hosts or namespaces:\n"
+               "  --listen             be rank 0: wait for a peer on an out-of-band TCP port\n"
+               "  --port N             that port (default: any free one)\n"
+               "  --oob-addr ADDR      bind it here (default: all addresses)\n"
+               "  --handle-file PATH   write HOST:PORT of that port here for the peer\n"
+               "  --connect X          be rank 1: X is HOST:PORT or a handle file (waited for)\n");
 }
 
 static int bench_parse(int argc, char **argv, struct bench_opts *o) {
@@ -226,10 +225,12 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o) {
     return -EINVAL;
   }
   if (o->window < 1 || o->window > NCCL_NET_MAX_REQUESTS || o->step < 2 || o->min_bytes == 0 ||
-      o->max_bytes < o->min_bytes || o->max_bytes > (1ull << 30) ||
-      o->streams < 0 || o->streams > BENCH_MAX_STREAMS) {
-    fprintf(stderr, "nccl-rail bench: window 1..32, step >= 2, 0 < min-bytes <= max-bytes "
-                    "<= 1G, streams 0..%d\n", BENCH_MAX_STREAMS);
+      o->max_bytes < o->min_bytes || o->max_bytes > (1ull << 30) || o->streams < 0 ||
+      o->streams > BENCH_MAX_STREAMS) {
+    fprintf(stderr,
+            "nccl-rail bench: window 1..32, step >= 2, 0 < min-bytes <= max-bytes "
+            "<= 1G, streams 0..%d\n",
+            BENCH_MAX_STREAMS);
     return -EINVAL;
   }
   if (o->quick) {
@@ -443,8 +444,9 @@ static int bench_plugin_up(struct bench *b) {
   if (rc != ncclSuccess) return -EIO;
   rc = rail_nd_devices(&b->nd, &ndev);
   if (rc != ncclSuccess || ndev < 1 || b->opt.dev >= ndev) {
-    fprintf(stderr, "nccl-rail bench: the plugin has %d devices; device %d is not one of them"
-                    " (NCCL_RAIL_IFNAMES=%s)\n",
+    fprintf(stderr,
+            "nccl-rail bench: the plugin has %d devices; device %d is not one of them"
+            " (NCCL_RAIL_IFNAMES=%s)\n",
             ndev, b->opt.dev, getenv("NCCL_RAIL_IFNAMES") ? getenv("NCCL_RAIL_IFNAMES") : "");
     return -ENODEV;
   }
@@ -571,17 +573,15 @@ static int bench_connect_plugin(struct bench *b, int32_t *plugin_socks) {
   int before = 0, rc;
 
   if (b->rank == 1) before = bench_count_established();
-  rc = b->rank == 0 ? rail_nd_pair_listen(&b->nd, b->opt.dev, b->oob, &b->recv_comm, BENCH_STEP_MS)
-                    : rail_nd_pair_connect(&b->nd, b->opt.dev, b->oob, &b->send_comm,
-                                           BENCH_STEP_MS);
+  rc = b->rank == 0
+           ? rail_nd_pair_listen(&b->nd, b->opt.dev, b->oob, &b->recv_comm, BENCH_STEP_MS)
+           : rail_nd_pair_connect(&b->nd, b->opt.dev, b->oob, &b->send_comm, BENCH_STEP_MS);
   if (rc != 0) return rc;
   rc = bench_warm_c01(b);
   if (rc != 0) return rc;
   *plugin_socks = b->rank == 1 ? bench_count_established() - before : 0;
-  rc = b->rank == 0 ? rail_nd_pair_connect(&b->nd, b->opt.dev, b->oob, &b->send_comm,
-                                           BENCH_STEP_MS)
-                    : rail_nd_pair_listen(&b->nd, b->opt.dev, b->oob, &b->recv_comm,
-                                          BENCH_STEP_MS);
+  rc = b->rank == 0 ? rail_nd_pair_connect(&b->nd, b->opt.dev, b->oob, &b->send_comm, BENCH_STEP_MS)
+                    : rail_nd_pair_listen(&b->nd, b->opt.dev, b->oob, &b->recv_comm, BENCH_STEP_MS);
   return rc;
 }
 
@@ -611,9 +611,12 @@ static int bench_connect_raw(struct bench *b) {
         rc = rc ? rc : -EPROTO;
         break;
       }
-      if (idx < b->nstreams) b->raw_fwd[idx] = fd;
-      else if (idx < 2 * b->nstreams) b->raw_rev[idx - b->nstreams] = fd;
-      else b->raw_pp = fd;
+      if (idx < b->nstreams)
+        b->raw_fwd[idx] = fd;
+      else if (idx < 2 * b->nstreams)
+        b->raw_rev[idx - b->nstreams] = fd;
+      else
+        b->raw_pp = fd;
     }
     close(lfd);
     return rc;
@@ -624,9 +627,12 @@ static int bench_connect_raw(struct bench *b) {
     int fd = bench_tcp_connect(b->addrs[i % b->naddrs], port32, 1);
     if (fd < 0) return fd;
     rc = rail_nd_oob_send(fd, &idx, 1);
-    if (i < b->nstreams) b->raw_fwd[i] = fd;
-    else if (i < 2 * b->nstreams) b->raw_rev[i - b->nstreams] = fd;
-    else b->raw_pp = fd;
+    if (i < b->nstreams)
+      b->raw_fwd[i] = fd;
+    else if (i < 2 * b->nstreams)
+      b->raw_rev[i - b->nstreams] = fd;
+    else
+      b->raw_pp = fd;
   }
   return rc;
 }
@@ -707,7 +713,8 @@ static int bench_lanes_timed(struct bench *b, struct bench_lane_buf *lb, struct 
   uint64_t t0;
   int rc = 0;
 
-  for (int l = 0; l < nl && rc == 0; l++) rc = bench_lane_count(&lb[l], &lanes[l], n);
+  for (int l = 0; l < nl && rc == 0; l++)
+    rc = bench_lane_count(&lb[l], &lanes[l], n);
   if (rc == 0) rc = bench_barrier(b, step);
   if (rc != 0) return rc;
   t0 = rail_nd_now_ns();
@@ -758,9 +765,10 @@ static int bench_plugin_run(struct bench *b, int si, int twoway, double *secs) {
   }
   if (rc == 0) rc = bench_lanes_timed(b, lb, lanes, nl, b->cfg.iters[si], 12, secs);
   if (rc != 0)
-    fprintf(stderr, "nccl-rail bench: rank %d: %s transfer of %" PRIu64 " B failed: %d\n",
-            b->rank, twoway ? "two-way" : "one-way", size, rc);
-  for (int l = 0; l < nl; l++) bench_lane_free(b, &lb[l]);
+    fprintf(stderr, "nccl-rail bench: rank %d: %s transfer of %" PRIu64 " B failed: %d\n", b->rank,
+            twoway ? "two-way" : "one-way", size, rc);
+  for (int l = 0; l < nl; l++)
+    bench_lane_free(b, &lb[l]);
   return rc;
 }
 
@@ -771,7 +779,8 @@ static int bench_cmp_double(const void *a, const void *b) {
 
 static void bench_lat_stats(double *us, int n, double out[3]) {
   double sum = 0;
-  for (int i = 0; i < n; i++) sum += us[i];
+  for (int i = 0; i < n; i++)
+    sum += us[i];
   qsort(us, (size_t)n, sizeof(*us), bench_cmp_double);
   out[0] = us[n / 2];
   out[1] = sum / n;
@@ -839,8 +848,8 @@ dereg:
 
 struct bench_raw_job {
   int fd, send;
-  char *buf;                  /* the direction's message slots, shared by its streams */
-  uint64_t size, slots, off;  /* message size, slot count, this stream's offset in a message */
+  char *buf;                 /* the direction's message slots, shared by its streams */
+  uint64_t size, slots, off; /* message size, slot count, this stream's offset in a message */
   uint64_t part, iters;
   int err;
 };
@@ -1068,8 +1077,8 @@ static void bench_iperf3(struct bench *b, double *gbps) {
   snprintf(streams_s, sizeof(streams_s), "%d", b->nstreams);
   snprintf(secs_s, sizeof(secs_s), "%d", b->cfg.iperf3_secs);
   {
-    char *argv[] = {"iperf3", "-c", b->addrs[0], "-p", port_s, "-P", streams_s, "-t", secs_s,
-                    "-J", NULL};
+    char *argv[] = {"iperf3",  "-c", b->addrs[0], "-p", port_s, "-P",
+                    streams_s, "-t", secs_s,      "-J", NULL};
     /* The server needs a moment to listen; a refused client is retried. */
     for (int tries = 0; tries < 20 && *gbps < 0; tries++) {
       usleep(100000);
@@ -1170,7 +1179,8 @@ static void bench_print_table(const struct bench *b, const struct bench_verdict 
          b->peer.plugin_socks);
   if (b->cfg.rounds > 1)
     printf("%d rounds, plugin and raw TCP in turn: GB/s are medians, ratios the median of the "
-           "rounds' ratios, lowest-highest beside them\n", b->cfg.rounds);
+           "rounds' ratios, lowest-highest beside them\n",
+           b->cfg.rounds);
   printf("%10s %9s |", "size", "messages");
   for (int tw = 0; tw <= b->cfg.twoway; tw++) {
     printf(" %9s %9s %6s", tw ? "two-way" : "one-way", "raw TCP", "ratio");
@@ -1184,8 +1194,10 @@ static void bench_print_table(const struct bench *b, const struct bench_verdict 
       struct bench_dir d;
       bench_dir_sum(b, i, tw, &d);
       printf(" %9.3f ", d.plugin);
-      if (b->cfg.raw) printf("%9.3f %6.2f", d.raw, d.ratio);
-      else printf("%9s %6s", "-", "-");
+      if (b->cfg.raw)
+        printf("%9.3f %6.2f", d.raw, d.ratio);
+      else
+        printf("%9s %6s", "-", "-");
       if (ranges) printf("   %.2f-%.2f", d.lo, d.hi);
       printf(" |");
     }
@@ -1206,8 +1218,8 @@ static void bench_print_table(const struct bench *b, const struct bench_verdict 
   else if (b->cfg.iperf3 && b->cfg.raw)
     printf("iperf3: not installed or failed; raw TCP above is the baseline\n");
   if (v->tput_checked)
-    printf("target >= 0.90 of raw TCP from 4 MiB: %s (worst %.2f)\n",
-           v->tput_ok ? "met" : "MISSED", v->worst_ratio);
+    printf("target >= 0.90 of raw TCP from 4 MiB: %s (worst %.2f)\n", v->tput_ok ? "met" : "MISSED",
+           v->worst_ratio);
   if (v->lat_checked)
     printf("target round trip <= 1.3x raw TCP: %s (%.2f)\n", v->lat_ok ? "met" : "MISSED",
            v->lat_ratio);
@@ -1221,8 +1233,7 @@ static void bench_print_json(const struct bench *b, const struct bench_verdict *
          b->naddrs, b->cfg.window, b->nstreams, b->peer.plugin_socks, b->cfg.rounds);
   printf("  \"sizes\": [\n");
   for (int i = 0; i < b->cfg.nsizes; i++) {
-    printf("    {\"bytes\": %" PRIu64 ", \"messages\": %" PRIu64, b->cfg.size[i],
-           b->cfg.iters[i]);
+    printf("    {\"bytes\": %" PRIu64 ", \"messages\": %" PRIu64, b->cfg.size[i], b->cfg.iters[i]);
     for (int tw = 0; tw <= b->cfg.twoway; tw++) {
       const char *dir = tw ? "twoway" : "oneway";
       struct bench_dir d;
@@ -1231,7 +1242,8 @@ static void bench_print_json(const struct bench *b, const struct bench_verdict *
       if (!b->cfg.raw) continue;
       printf(", \"raw_%s_GBps\": %.4f, \"%s_ratio\": %.4f, \"%s_ratios\": [", dir, d.raw, dir,
              d.ratio, dir);
-      for (int r = 0; r < b->cfg.rounds; r++) printf("%s%.4f", r ? ", " : "", d.ratios[r]);
+      for (int r = 0; r < b->cfg.rounds; r++)
+        printf("%s%.4f", r ? ", " : "", d.ratios[r]);
       printf("]");
     }
     printf("}%s\n", i + 1 < b->cfg.nsizes ? "," : "");
@@ -1301,8 +1313,10 @@ static int bench_rank(struct bench *b) {
   /* Rank 1 counted the TCP connections its comm opened: each rail has one
    * control connection, the rest carry data. The raw loop gets as many
    * streams as carry data, spread over the same rails. */
-  if (b->rank == 1) rc = rail_nd_oob_send(b->oob, &socks, sizeof(socks));
-  else rc = rail_nd_oob_recv(b->oob, &socks, sizeof(socks), BENCH_STEP_MS);
+  if (b->rank == 1)
+    rc = rail_nd_oob_send(b->oob, &socks, sizeof(socks));
+  else
+    rc = rail_nd_oob_recv(b->oob, &socks, sizeof(socks), BENCH_STEP_MS);
   if (rc != 0) return rc;
   b->peer.plugin_socks = socks;
   b->nstreams = socks > b->naddrs ? socks - b->naddrs : 1;
@@ -1412,8 +1426,10 @@ int rail_cmd_bench(int argc, char **argv) {
   }
   if (rc == 0) {
     bench_judge(&b, &v);
-    if (b.opt.json) bench_print_json(&b, &v);
-    else bench_print_table(&b, &v);
+    if (b.opt.json)
+      bench_print_json(&b, &v);
+    else
+      bench_print_table(&b, &v);
   }
   bench_teardown(&b);
   if (b.child > 0) {

@@ -66,7 +66,8 @@ static void rail_doctor_env(struct rail_doctor *d) {
   static const struct {
     const char *name, *why;
   } vars[] = {
-      {"NCCL_SOCKET_IFNAME", "not needed: the plugin picks interfaces itself (NCCL_RAIL_IFNAMES overrides)"},
+      {"NCCL_SOCKET_IFNAME",
+       "not needed: the plugin picks interfaces itself (NCCL_RAIL_IFNAMES overrides)"},
       {"NCCL_IB_HCA", "not needed: the plugin finds the rails itself"},
       {"NCCL_ALGO", "set: the tuner leaves NCCL's algorithm choice alone"},
       {"NCCL_PROTO", "set: the tuner leaves NCCL's protocol choice alone"},
@@ -81,9 +82,12 @@ static void rail_doctor_env(struct rail_doctor *d) {
     any = 1;
   }
   if (getenv("NCCL_NET_PLUGIN") == NULL)
-    rail_doctor_say(d, 1, "env", "NCCL_NET_PLUGIN is unset: NCCL will not load nccl-rail (set NCCL_NET_PLUGIN=rail)");
+    rail_doctor_say(
+        d, 1, "env",
+        "NCCL_NET_PLUGIN is unset: NCCL will not load nccl-rail (set NCCL_NET_PLUGIN=rail)");
   else if (!any)
-    rail_doctor_say(d, 0, "env", "NCCL_NET_PLUGIN=%s and no overriding NCCL variables", getenv("NCCL_NET_PLUGIN"));
+    rail_doctor_say(d, 0, "env", "NCCL_NET_PLUGIN=%s and no overriding NCCL variables",
+                    getenv("NCCL_NET_PLUGIN"));
 }
 
 static void rail_doctor_nics(struct rail_doctor *d, const struct rail_topo *t) {
@@ -97,16 +101,17 @@ static void rail_doctor_nics(struct rail_doctor *d, const struct rail_topo *t) {
     const struct rail_topo_nic *n = &t->nics[i];
     /* A down bridge or veth (docker0 with no container) is normal; a down
      * physical NIC is a rail the node was cabled for and will not use. */
-    if ((n->flags & RAIL_NIC_DOWN) && (n->flags & RAIL_NIC_NO_PCI))
-      continue;
+    if ((n->flags & RAIL_NIC_DOWN) && (n->flags & RAIL_NIC_NO_PCI)) continue;
     if (n->flags & RAIL_NIC_DOWN)
       rail_doctor_say(d, 2, "link", "%s: %s", n->name, n->note[0] ? n->note : "link is down");
     else if (n->flags & RAIL_NIC_SLOW)
-      rail_doctor_say(d, 1, "speed", "%s: %s", n->name, n->note[0] ? n->note : "below its rail peers");
+      rail_doctor_say(d, 1, "speed", "%s: %s", n->name,
+                      n->note[0] ? n->note : "below its rail peers");
     else
       rail_doctor_say(d, 0, "link", "%s: up, %d Mb/s, NUMA %d", n->name, n->speed_mbps, n->numa);
     if (t->nnuma > 1 && n->numa < 0 && !(n->flags & RAIL_NIC_NO_PCI))
-      rail_doctor_say(d, 1, "numa", "%s: NUMA node unknown on a %d-node machine; threads will not be pinned",
+      rail_doctor_say(d, 1, "numa",
+                      "%s: NUMA node unknown on a %d-node machine; threads will not be pinned",
                       n->name, t->nnuma);
   }
   /* A rail's members must agree on MTU, or the fused device runs at the
@@ -120,9 +125,11 @@ static void rail_doctor_nics(struct rail_doctor *d, const struct rail_topo *t) {
       if (n->netdev[0] == '\0') continue;
       rail_doctor_sysfs(path, sizeof(path), "/sys/class/net/%s/mtu", n->netdev);
       if (rail_doctor_read_int(path, &mtu) != 0) continue;
-      if (mtu0 < 0) mtu0 = mtu;
+      if (mtu0 < 0)
+        mtu0 = mtu;
       else if (mtu != mtu0)
-        rail_doctor_say(d, 1, "mtu", "rail %d: %s has MTU %ld, its rail peer has %ld", g, n->netdev, mtu, mtu0);
+        rail_doctor_say(d, 1, "mtu", "rail %d: %s has MTU %ld, its rail peer has %ld", g, n->netdev,
+                        mtu, mtu0);
     }
   }
 }
@@ -160,16 +167,20 @@ static void rail_doctor_subnets(struct rail_doctor *d) {
   }
   rc = rail_ifaces_discover(ifs, RAIL_IFACES_MAX, &n);
   if (rc != 0) {
-    rail_doctor_say(d, 1, "subnet", "cannot list interfaces: %s; subnets not checked", strerror(-rc));
+    rail_doctor_say(d, 1, "subnet", "cannot list interfaces: %s; subnets not checked",
+                    strerror(-rc));
     goto free_ifs;
   }
   n = rail_ifaces_select(ifs, n, spec);
   if (n == 0) {
     if (spec[0] != '\0')
-      rail_doctor_say(d, 1, "subnet", "NCCL_RAIL_IFNAMES=%s matches no interface that is up with an "
-                      "address: the plugin will have no devices", spec);
+      rail_doctor_say(d, 1, "subnet",
+                      "NCCL_RAIL_IFNAMES=%s matches no interface that is up with an "
+                      "address: the plugin will have no devices",
+                      spec);
     else
-      rail_doctor_say(d, 1, "subnet", "no interface is up with an address: the plugin will have no devices");
+      rail_doctor_say(d, 1, "subnet",
+                      "no interface is up with an address: the plugin will have no devices");
     goto free_ifs;
   }
   for (int i = 0; i < n; i++) {
@@ -180,8 +191,7 @@ static void rail_doctor_subnets(struct rail_doctor *d) {
       const struct rail_iface *a = &ifs[i], *b = &ifs[j];
       long arp_ignore = 0;
 
-      if (!rail_ifaces_same_subnet(&a->addr, a->prefix_len, &b->addr))
-        continue;
+      if (!rail_ifaces_same_subnet(&a->addr, a->prefix_len, &b->addr)) continue;
       /* Every NIC has fe80::/64; link-local traffic is sent by scope id, so
        * it cannot drift onto another NIC. */
       if (a->addr.ss_family == AF_INET6 &&
@@ -192,21 +202,24 @@ static void rail_doctor_subnets(struct rail_doctor *d) {
       rail_doctor_iface_str(b, sb, sizeof(sb));
       if (a->addr.ss_family == AF_INET6) {
         /* arp_ignore has no IPv6 counterpart that splits the traffic. */
-        rail_doctor_say(d, 1, "subnet", "%s and %s share a subnet: put each rail on its own subnet, "
+        rail_doctor_say(d, 1, "subnet",
+                        "%s and %s share a subnet: put each rail on its own subnet, "
                         "or add a source routing rule per NIC, so each NIC carries its own traffic",
                         sa, sb);
         continue;
       }
       rail_doctor_read_int("/proc/sys/net/ipv4/conf/all/arp_ignore", &arp_ignore);
-      rail_doctor_say(d, arp_ignore >= 1 ? 0 : 1, "subnet",
-                      "%s and %s share a subnet%s", sa, sb,
-                      arp_ignore >= 1 ? " (arp_ignore set)"
-                                      : ": set net.ipv4.conf.all.arp_ignore=1 and arp_announce=2, "
-                                        "or put each rail on its own subnet, so each NIC carries its own traffic");
+      rail_doctor_say(
+          d, arp_ignore >= 1 ? 0 : 1, "subnet", "%s and %s share a subnet%s", sa, sb,
+          arp_ignore >= 1
+              ? " (arp_ignore set)"
+              : ": set net.ipv4.conf.all.arp_ignore=1 and arp_announce=2, "
+                "or put each rail on its own subnet, so each NIC carries its own traffic");
     }
   }
   if (!shared)
-    rail_doctor_say(d, 0, "subnet", "%s: %s", n == 1 ? "one interface in use" : "every interface in use is on its own subnet",
+    rail_doctor_say(d, 0, "subnet", "%s: %s",
+                    n == 1 ? "one interface in use" : "every interface in use is on its own subnet",
                     used);
 free_ifs:
   free(ifs);
@@ -218,17 +231,19 @@ static void rail_doctor_rails(struct rail_doctor *d, const struct rail_topo *t) 
     return;
   }
   int used = 0;
-  for (int g = 0; g < t->ngroups; g++) used += rail_topo_group_used(t, g);
+  for (int g = 0; g < t->ngroups; g++)
+    used += rail_topo_group_used(t, g);
   if (used == 1 && t->ngpus > 1)
-    rail_doctor_say(d, 1, "rails", "one rail for %d GPUs: inter-node bandwidth is one NIC's", t->ngpus);
+    rail_doctor_say(d, 1, "rails", "one rail for %d GPUs: inter-node bandwidth is one NIC's",
+                    t->ngpus);
   else
     rail_doctor_say(d, used ? 0 : 2, "rails", "%d GPUs, %d rails in use", t->ngpus, used);
   for (int g = 0; g < t->ngroups; g++)
     for (int k = 0; k < t->ngpus; k++)
       if ((t->groups[g].gpu_mask >> k & 1) && t->gpus[k].numa >= 0 && t->groups[g].numa >= 0 &&
           t->gpus[k].numa != t->groups[g].numa)
-        rail_doctor_say(d, 1, "numa", "rail %d serves GPU %d from the far socket (NUMA %d vs %d)", g, k,
-                        t->groups[g].numa, t->gpus[k].numa);
+        rail_doctor_say(d, 1, "numa", "rail %d serves GPU %d from the far socket (NUMA %d vs %d)",
+                        g, k, t->groups[g].numa, t->gpus[k].numa);
 }
 
 /* Every port of <sysfs root>/sys/class/infiniband as "dev/port STATE",
@@ -290,18 +305,21 @@ static void rail_doctor_transport(struct rail_doctor *d) {
     n = 0;
   if (strcasecmp(setting, "socket") == 0) {
     if (n > 0)
-      rail_doctor_say(d, 1, "transport", "NCCL_RAIL_TRANSPORT=socket leaves %d usable RDMA port(s) "
-                      "idle (%s): the data goes over TCP", n, states);
+      rail_doctor_say(d, 1, "transport",
+                      "NCCL_RAIL_TRANSPORT=socket leaves %d usable RDMA port(s) "
+                      "idle (%s): the data goes over TCP",
+                      n, states);
     else
       rail_doctor_say(d, 0, "transport", "sockets (NCCL_RAIL_TRANSPORT=socket)");
   } else if (n > 0) {
     for (int i = 0; i < n; i++)
-      rail_doctor_say(d, 0, "transport", "verbs: %s port %d, %s, %d Mbps, netdev %s, GID index %d (%s)",
-                      ports[i].dev, ports[i].port, rail_verbs_link_name(ports[i].link),
-                      ports[i].speed_mbps, ports[i].netdev[0] ? ports[i].netdev : "none",
-                      ports[i].gid_index, ports[i].gid_why);
+      rail_doctor_say(
+          d, 0, "transport", "verbs: %s port %d, %s, %d Mbps, netdev %s, GID index %d (%s)",
+          ports[i].dev, ports[i].port, rail_verbs_link_name(ports[i].link), ports[i].speed_mbps,
+          ports[i].netdev[0] ? ports[i].netdev : "none", ports[i].gid_index, ports[i].gid_why);
   } else if (ndevs > 0) {
-    rail_doctor_say(d, forced ? 2 : 1, "transport", "RDMA present but no port usable by verbs (%s): "
+    rail_doctor_say(d, forced ? 2 : 1, "transport",
+                    "RDMA present but no port usable by verbs (%s): "
                     "a port must be ACTIVE, libibverbs.so.1 and its provider installed, "
                     "/dev/infiniband/uverbs* present, and a RoCE port needs a RoCE v2 GID of its "
                     "netdev (NCCL_DEBUG=INFO gives each port's reason); the data goes over TCP",
@@ -318,7 +336,8 @@ int rail_cmd_doctor(int argc, char **argv) {
   const struct rail_topo *t;
 
   if (argc > 1) {
-    printf("usage: nccl-rail doctor\n  checks NICs, rails, subnets, NUMA placement, the transport (RDMA or TCP)\n  and NCCL variables;\n"
+    printf("usage: nccl-rail doctor\n  checks NICs, rails, subnets, NUMA placement, the transport "
+           "(RDMA or TCP)\n  and NCCL variables;\n"
            "  exits 1 if a check fails\n");
     return strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }

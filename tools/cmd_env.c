@@ -6,7 +6,8 @@
 
 int rail_cmd_env(int argc, char **argv) {
   if (argc > 1) {
-    fprintf(stdout, "usage: nccl-rail env\n  prints every NCCL_RAIL_* tunable, its value and default\n");
+    fprintf(stdout,
+            "usage: nccl-rail env\n  prints every NCCL_RAIL_* tunable, its value and default\n");
     return strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }
   rail_param_print(stdout);

@@ -8,19 +8,18 @@
 #include "topology/topo.h"
 
 static void topo_usage(FILE *out) {
-  fprintf(out,
-          "usage: nccl-rail topo [--input FILE] [--json]\n"
-          "\n"
-          "Shows the GPU x NIC matrix (PIX, PXB, PHB, NODE, SYS as in nvidia-smi topo -m),\n"
-          "the NICs, NUMA nodes and CPUs, the rail groups the plugin fuses into one device\n"
-          "each, the fingerprint peers compare, and warnings.\n"
-          "\n"
-          "  --input FILE  an NCCL topology XML (NCCL_TOPO_FILE format) or an hwloc XML\n"
-          "                export (lstopo --of xml) instead of this machine\n"
-          "  --json        machine-readable output\n"
-          "\n"
-          "Without --input: NCCL_RAIL_TOPO_FILE if set, else live discovery (hwloc and\n"
-          "sysfs; NCCL_RAIL_SYSFS_ROOT reads a copy of /sys instead).\n");
+  fprintf(out, "usage: nccl-rail topo [--input FILE] [--json]\n"
+               "\n"
+               "Shows the GPU x NIC matrix (PIX, PXB, PHB, NODE, SYS as in nvidia-smi topo -m),\n"
+               "the NICs, NUMA nodes and CPUs, the rail groups the plugin fuses into one device\n"
+               "each, the fingerprint peers compare, and warnings.\n"
+               "\n"
+               "  --input FILE  an NCCL topology XML (NCCL_TOPO_FILE format) or an hwloc XML\n"
+               "                export (lstopo --of xml) instead of this machine\n"
+               "  --json        machine-readable output\n"
+               "\n"
+               "Without --input: NCCL_RAIL_TOPO_FILE if set, else live discovery (hwloc and\n"
+               "sysfs; NCCL_RAIL_SYSFS_ROOT reads a copy of /sys instead).\n");
 }
 
 int rail_cmd_topo(int argc, char **argv) {
@@ -50,8 +49,10 @@ int rail_cmd_topo(int argc, char **argv) {
     fprintf(stderr, "nccl-rail topo: no topology from %s\n", input ? input : "this machine");
     return 1;
   }
-  if (json) rail_topo_print_json(topo, stdout);
-  else rail_topo_print_text(topo, stdout);
+  if (json)
+    rail_topo_print_json(topo, stdout);
+  else
+    rail_topo_print_text(topo, stdout);
   rail_topo_free(topo);
   return 0;
 }

@@ -40,8 +40,8 @@ uint64_t rail_nd_now_ns(void) {
 
 /* The logger NCCL would pass: WARN always, INFO and TRACE when NCCL_DEBUG
  * asks for them, so plugin messages show in test logs like in NCCL's. */
-static void rail_nd_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
-                           int line, const char *fmt, ...) {
+static void rail_nd_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                           const char *fmt, ...) {
   const char *dbg = getenv("NCCL_DEBUG");
   int max = NCCL_LOG_WARN;
   char msg[1024];
@@ -80,8 +80,8 @@ void *rail_nd_open(const char *plugin, char *opened, size_t opened_len) {
     return dl;
   }
   /* NCCL only adds the libnccl-net-<x>.so form to bare names. */
-  if (base == NULL && !(strncmp(plugin, "lib", 3) == 0 && len > 3 &&
-                        strcmp(plugin + len - 3, ".so") == 0)) {
+  if (base == NULL &&
+      !(strncmp(plugin, "lib", 3) == 0 && len > 3 && strcmp(plugin + len - 3, ".so") == 0)) {
     snprintf(alt, sizeof(alt), "libnccl-net-%s.so", plugin);
     dl = dlopen(alt, RTLD_NOW | RTLD_LOCAL);
     if (dl != NULL) {
@@ -244,8 +244,8 @@ int rail_nd_dereg_mr(struct rail_nd *nd, void *comm, void *mhandle) {
 static int rail_nd_check_written(struct rail_nd *nd, const char *call, int rc, void *req,
                                  void *sentinel) {
   if (rc == ncclSuccess && req == sentinel) {
-    fprintf(stderr, "[%d] netdrive: %s succeeded but left *request = %p unwritten\n",
-            (int)getpid(), call, sentinel);
+    fprintf(stderr, "[%d] netdrive: %s succeeded but left *request = %p unwritten\n", (int)getpid(),
+            call, sentinel);
     nd->sentinel_left++;
     return -EPROTO;
   }
@@ -326,8 +326,7 @@ int rail_nd_test(struct rail_nd *nd, void *request, int *done, size_t *size) {
   *done = d;
   if (d && size != NULL) {
     if (sizes[0] < 0) {
-      fprintf(stderr, "[%d] netdrive: test reported a negative size %d\n", (int)getpid(),
-              sizes[0]);
+      fprintf(stderr, "[%d] netdrive: test reported a negative size %d\n", (int)getpid(), sizes[0]);
       return -EPROTO;
     }
     *size = (size_t)sizes[0];
@@ -373,8 +372,7 @@ int rail_nd_wait(struct rail_nd *nd, void *request, size_t *size, int timeout_ms
   return -ETIMEDOUT;
 }
 
-int rail_nd_accept_until(struct rail_nd *nd, void *listen_comm, void **recv_comm,
-                         int timeout_ms) {
+int rail_nd_accept_until(struct rail_nd *nd, void *listen_comm, void **recv_comm, int timeout_ms) {
   uint64_t deadline = rail_nd_deadline(timeout_ms);
   void *comm = NULL;
   int rc;
@@ -404,8 +402,7 @@ int rail_nd_connect_until(struct rail_nd *nd, int dev, void *handle, void **send
     if (rc != ncclSuccess) return rc;
     if (comm != NULL) break;
     if (rail_nd_past(deadline)) {
-      fprintf(stderr, "[%d] netdrive: connect gave no comm in %d ms\n", (int)getpid(),
-              timeout_ms);
+      fprintf(stderr, "[%d] netdrive: connect gave no comm in %d ms\n", (int)getpid(), timeout_ms);
       return -ETIMEDOUT;
     }
     sched_yield();
@@ -447,9 +444,8 @@ static int rail_nd_lane_post(struct rail_nd *nd, struct rail_nd_lane *lane, int 
   while (lane->posted < lane->nmsgs && lane->posted - lane->completed < lane->window) {
     struct rail_nd_msg *m = &lane->msgs[lane->posted];
     void *req = NULL;
-    int rc = lane->send
-                 ? rail_nd_isend(nd, lane->comm, m->data, m->size, m->tag, m->mhandle, &req)
-                 : rail_nd_irecv(nd, lane->comm, m->data, m->size, m->tag, m->mhandle, &req);
+    int rc = lane->send ? rail_nd_isend(nd, lane->comm, m->data, m->size, m->tag, m->mhandle, &req)
+                        : rail_nd_irecv(nd, lane->comm, m->data, m->size, m->tag, m->mhandle, &req);
     if (rc != ncclSuccess) {
       fprintf(stderr, "[%d] netdrive: lane %d: %s of message %d (%zu bytes) failed: %d\n",
               (int)getpid(), li, lane->send ? "isend" : "irecv", lane->posted, m->size, rc);
@@ -468,8 +464,7 @@ static int rail_nd_lane_post(struct rail_nd *nd, struct rail_nd_lane *lane, int 
   return 0;
 }
 
-static int rail_nd_lane_test(struct rail_nd *nd, struct rail_nd_lane *lane, int li,
-                             int *progress) {
+static int rail_nd_lane_test(struct rail_nd *nd, struct rail_nd_lane *lane, int li, int *progress) {
   for (int i = lane->first; i < lane->posted; i++) {
     struct rail_nd_msg *m = &lane->msgs[i];
     int done = 0, rc;
@@ -487,7 +482,8 @@ static int rail_nd_lane_test(struct rail_nd *nd, struct rail_nd_lane *lane, int 
       *progress = 1;
     }
   }
-  while (lane->first < lane->posted && lane->msgs[lane->first].state == 2) lane->first++;
+  while (lane->first < lane->posted && lane->msgs[lane->first].state == 2)
+    lane->first++;
   return 0;
 }
 
@@ -498,7 +494,8 @@ int rail_nd_run(struct rail_nd *nd, struct rail_nd_lane *lanes, int nlanes, int 
   for (int l = 0; l < nlanes; l++) {
     lanes[l].posted = lanes[l].completed = lanes[l].first = 0;
     lanes[l].max_in_flight = lanes[l].null_posts = 0;
-    for (int i = 0; i < lanes[l].nmsgs; i++) lanes[l].msgs[i].state = 0;
+    for (int i = 0; i < lanes[l].nmsgs; i++)
+      lanes[l].msgs[i].state = 0;
   }
   for (;;) {
     int pending = 0, progress = 0;
@@ -519,8 +516,8 @@ int rail_nd_run(struct rail_nd *nd, struct rail_nd_lane *lanes, int nlanes, int 
   }
   for (int l = 0; l < nlanes; l++)
     fprintf(stderr, "[%d] netdrive: lane %d (%s): %d of %d done, %d posted, after %d ms\n",
-            (int)getpid(), l, lanes[l].send ? "send" : "recv", lanes[l].completed,
-            lanes[l].nmsgs, lanes[l].posted, timeout_ms);
+            (int)getpid(), l, lanes[l].send ? "send" : "recv", lanes[l].completed, lanes[l].nmsgs,
+            lanes[l].posted, timeout_ms);
   return -ETIMEDOUT;
 }
 
@@ -677,11 +674,12 @@ static int rail_nd_scan_proc(const char *path, int family, int state, const unsi
     unsigned lport, rport, st;
     unsigned long ino;
     int match = 0;
-    if (sscanf(line, " %*d: %39[0-9A-Fa-f]:%x %39[0-9A-Fa-f]:%x %x %*s %*s %*s %*s %*s %lu",
-               local, &lport, remote, &rport, &st, &ino) != 6)
+    if (sscanf(line, " %*d: %39[0-9A-Fa-f]:%x %39[0-9A-Fa-f]:%x %x %*s %*s %*s %*s %*s %lu", local,
+               &lport, remote, &rport, &st, &ino) != 6)
       continue;
     if (state != 0 && (int)st != state) continue;
-    for (int i = 0; i < ninodes && !match; i++) match = inodes[i] == ino;
+    for (int i = 0; i < ninodes && !match; i++)
+      match = inodes[i] == ino;
     if (!match || ino == 0) continue;
     if (n < max) {
       struct rail_nd_sock *s = &out[n];

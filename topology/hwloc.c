@@ -9,8 +9,8 @@
 #include "plugin/log.h"
 #include "topology/topo_int.h"
 
-static const char *const rail_hwloc_skip[] = {"pci", "gl", "opencl", "cuda", "nvml", "rsmi",
-                                               "levelzero"};
+static const char *const rail_hwloc_skip[] = {"pci",  "gl",   "opencl",   "cuda",
+                                              "nvml", "rsmi", "levelzero"};
 
 struct hwloc_ctx {
   hwloc_topology_t t;
@@ -93,8 +93,8 @@ static int walk(struct hwloc_ctx *c, hwloc_obj_t obj, int parent) {
     } else if (ch->attr->bridge.depth % 2 == 0 || parent < 0) {
       char bus[16];
       bus_id(bus, sizeof(bus), &ch->attr->bridge.upstream.pci);
-      here = rail_topo_add_pci(c->topo, bus, RAIL_PCI_SWITCH, ch->attr->bridge.upstream.pci.class_id,
-                               parent, obj_numa(c, ch));
+      here = rail_topo_add_pci(c->topo, bus, RAIL_PCI_SWITCH,
+                               ch->attr->bridge.upstream.pci.class_id, parent, obj_numa(c, ch));
     }
     if (here < 0) {
       RAIL_WARN("hwloc: more than %d PCI nodes", RAIL_TOPO_MAX_PCI);
@@ -136,7 +136,8 @@ int rail_topo_load_hwloc(const char *sysfs_root, struct rail_topo **out) {
    * backend reads PCI from sysfs itself, where the libpciaccess plugin would
    * parse the PCI name database (and leak it). */
   for (size_t i = 0; i < sizeof(rail_hwloc_skip) / sizeof(rail_hwloc_skip[0]); i++)
-    hwloc_topology_set_components(c.t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, rail_hwloc_skip[i]);
+    hwloc_topology_set_components(c.t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                  rail_hwloc_skip[i]);
   if (hwloc_topology_load(c.t) != 0) {
     rc = errno ? -errno : -EINVAL;
     RAIL_INFO(RAIL_SUBSYS_INIT, "hwloc cannot discover this machine: %s", strerror(-rc));

@@ -242,7 +242,8 @@ static int hx_walk(struct hx_ctx *c, const struct rail_xml_node *n, int parent, 
 }
 
 static int cmp_numa(const void *a, const void *b) {
-  return ((const struct rail_topo_numa *)a)->os_index - ((const struct rail_topo_numa *)b)->os_index;
+  return ((const struct rail_topo_numa *)a)->os_index -
+         ((const struct rail_topo_numa *)b)->os_index;
 }
 
 int rail_topo_load_hwloc_xml(const char *path, const struct rail_xml_node *root,

@@ -43,8 +43,10 @@ static int parse_class(const char *s, unsigned *out) {
   size_t digits;
   if (s == NULL || strncmp(s, "0x", 2) != 0 || parse_long(s, 16, &v) != 0 || v < 0) return -EINVAL;
   digits = strlen(s) - 2;
-  if (digits == 6) v >>= 8;
-  else if (digits != 4) return -EINVAL;
+  if (digits == 6)
+    v >>= 8;
+  else if (digits != 4)
+    return -EINVAL;
   if (v > 0xffff) return -EINVAL;
   *out = (unsigned)v;
   return 0;
@@ -116,7 +118,8 @@ static int walk_pci(struct nccl_ctx *c, const struct rail_xml_node *n, int paren
 
   if (busid == NULL || busid[0] == '\0' || strlen(busid) >= sizeof(bus))
     return bad(c, n, "busid", busid);
-  for (size_t i = 0; i <= strlen(busid); i++) bus[i] = (char)tolower((unsigned char)busid[i]);
+  for (size_t i = 0; i <= strlen(busid); i++)
+    bus[i] = (char)tolower((unsigned char)busid[i]);
   if (parse_class(cls, &class_id) != 0) return bad(c, n, "class", cls);
   if (vendor != NULL && (parse_long(vendor, 16, &vend) != 0 || vend < 0 || vend > 0xffff))
     return bad(c, n, "vendor", vendor);
@@ -206,8 +209,7 @@ int rail_topo_load_nccl_xml(const char *path, const struct rail_xml_node *root,
     if (rc != 0) goto free_topo;
   }
   if (c.topo->nnuma == 0 && c.topo->ngpus == 0 && c.topo->nnics == 0) {
-    RAIL_WARN("%s:%d: empty topology: <system> holds no <cpu> with GPUs or NICs", path,
-              root->line);
+    RAIL_WARN("%s:%d: empty topology: <system> holds no <cpu> with GPUs or NICs", path, root->line);
     rc = -ENODATA;
     goto free_topo;
   }

@@ -12,7 +12,8 @@
 
 typedef void (*warn_fn)(void *arg, const char *msg);
 
-static void warnf(warn_fn fn, void *arg, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void warnf(warn_fn fn, void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void warnf(warn_fn fn, void *arg, const char *fmt, ...) {
   char msg[WARN_LEN];
   va_list ap;
@@ -28,8 +29,10 @@ static int numa_os(const struct rail_topo *topo, int numa) {
 }
 
 static void numa_str(const struct rail_topo *topo, int numa, char *buf, size_t len) {
-  if (numa_os(topo, numa) >= 0) snprintf(buf, len, "NUMA %d", numa_os(topo, numa));
-  else snprintf(buf, len, "NUMA ?");
+  if (numa_os(topo, numa) >= 0)
+    snprintf(buf, len, "NUMA %d", numa_os(topo, numa));
+  else
+    snprintf(buf, len, "NUMA ?");
 }
 
 static int nic_physical_up(const struct rail_topo_nic *n) {
@@ -42,7 +45,8 @@ static void gpu_list(uint64_t mask, char *buf, size_t len) {
   for (int g = 0; g < 64; g++) {
     int e = g;
     if (!(mask & (1ULL << g))) continue;
-    while (e + 1 < 64 && (mask & (1ULL << (e + 1)))) e++;
+    while (e + 1 < 64 && (mask & (1ULL << (e + 1))))
+      e++;
     if (e - g >= 2)
       o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%d-%d", o ? "," : "", g, e);
     else
@@ -70,9 +74,11 @@ static void topo_warnings(const struct rail_topo *topo, warn_fn fn, void *arg) {
       if (first < 0) first = n;
       nphys++;
     }
-  if (topo->nnics == 0) warnf(fn, arg, "no NICs found: nothing to fuse, no inter-node traffic");
+  if (topo->nnics == 0)
+    warnf(fn, arg, "no NICs found: nothing to fuse, no inter-node traffic");
   else if (topo->ngpus > 0 && nphys == 0)
-    warnf(fn, arg, "no physical NIC is up: the %d GPUs reach other nodes over virtual interfaces only",
+    warnf(fn, arg,
+          "no physical NIC is up: the %d GPUs reach other nodes over virtual interfaces only",
           topo->ngpus);
   else if (topo->ngpus > 1 && nphys == 1)
     warnf(fn, arg, "a single NIC (%s) for %d GPUs: every GPU shares one link to other nodes",
@@ -83,8 +89,8 @@ static void topo_warnings(const struct rail_topo *topo, warn_fn fn, void *arg) {
     enum rail_path best = nic_best(topo, n);
     if (nic->flags & RAIL_NIC_NO_PCI) continue;
     if (nic->flags & (RAIL_NIC_DOWN | RAIL_NIC_SLOW))
-      warnf(fn, arg, "NIC %s (%s): %s", nic->name, rail_topo_speed_str(nic->speed_mbps, sp, sizeof(sp)),
-            nic->note);
+      warnf(fn, arg, "NIC %s (%s): %s", nic->name,
+            rail_topo_speed_str(nic->speed_mbps, sp, sizeof(sp)), nic->note);
     if (topo->ngpus == 0 || (nic->flags & RAIL_NIC_DOWN)) continue;
     gpu_list(topo->groups[nic->group].gpu_mask, gl, sizeof(gl));
     if (best == RAIL_PATH_SYS)
@@ -100,8 +106,9 @@ static void topo_warnings(const struct rail_topo *topo, warn_fn fn, void *arg) {
     for (int n = 0; n < topo->nnics; n++)
       if (nic_physical_up(&topo->nics[n]) && topo->path[g][n] < RAIL_PATH_SYS) near = 1;
     if (!near)
-      warnf(fn, arg, "GPU%d (NUMA %d) has no NIC on its socket: all its traffic crosses sockets (SYS)",
-            g, numa_os(topo, topo->gpus[g].numa));
+      warnf(fn, arg,
+            "GPU%d (NUMA %d) has no NIC on its socket: all its traffic crosses sockets (SYS)", g,
+            numa_os(topo, topo->gpus[g].numa));
   }
 }
 
@@ -118,8 +125,10 @@ static const char *nic_state_str(const struct rail_topo_nic *n) {
 /* "ib0 (mlx5_0)": the name and the other device name it goes by. */
 static void nic_label(const struct rail_topo_nic *n, char *buf, size_t len) {
   const char *other = strcmp(n->name, n->netdev) == 0 ? n->rdma_dev : n->netdev;
-  if (other[0] != '\0' && strcmp(other, n->name) != 0) snprintf(buf, len, "%s (%s)", n->name, other);
-  else snprintf(buf, len, "%s", n->name);
+  if (other[0] != '\0' && strcmp(other, n->name) != 0)
+    snprintf(buf, len, "%s (%s)", n->name, other);
+  else
+    snprintf(buf, len, "%s", n->name);
 }
 
 static void group_label(const struct rail_topo *topo, const struct rail_topo_group *grp, char *buf,
@@ -137,7 +146,9 @@ static int group_nic_speed(const struct rail_topo *topo, const struct rail_topo_
   return s;
 }
 
-static void print_warning_line(void *arg, const char *msg) { fprintf((FILE *)arg, "  - %s\n", msg); }
+static void print_warning_line(void *arg, const char *msg) {
+  fprintf((FILE *)arg, "  - %s\n", msg);
+}
 static void count_warning(void *arg, const char *msg) { (*(int *)arg)++; }
 
 void rail_topo_print_text(const struct rail_topo *topo, FILE *out) {
@@ -163,7 +174,8 @@ void rail_topo_print_text(const struct rail_topo *topo, FILE *out) {
     for (int g = 0; g < topo->ngpus; g++) {
       snprintf(buf, sizeof(buf), "GPU%d", g);
       fprintf(out, "%-6s", buf);
-      for (int n = 0; n < topo->nnics; n++) fprintf(out, "%-6s", rail_path_name(topo->path[g][n]));
+      for (int n = 0; n < topo->nnics; n++)
+        fprintf(out, "%-6s", rail_path_name(topo->path[g][n]));
       if (numa_os(topo, topo->gpus[g].numa) >= 0)
         fprintf(out, "%-6d%s\n", numa_os(topo, topo->gpus[g].numa), topo->gpus[g].bus_id);
       else
@@ -238,9 +250,12 @@ static void json_str(FILE *out, const char *s) {
   fputc('"', out);
   for (; *s != '\0'; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-    else if (c < 0x20) fprintf(out, "\\u%04x", c);
-    else fputc(c, out);
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(out, "\\u%04x", c);
+    else
+      fputc(c, out);
   }
   fputc('"', out);
 }
@@ -257,8 +272,10 @@ static void json_warning(void *arg, const char *msg) {
 }
 
 static void json_numa(FILE *out, const struct rail_topo *topo, int numa) {
-  if (numa_os(topo, numa) >= 0) fprintf(out, "%d", numa_os(topo, numa));
-  else fprintf(out, "null");
+  if (numa_os(topo, numa) >= 0)
+    fprintf(out, "%d", numa_os(topo, numa));
+  else
+    fprintf(out, "null");
 }
 
 void rail_topo_print_json(const struct rail_topo *topo, FILE *out) {
@@ -304,8 +321,9 @@ void rail_topo_print_json(const struct rail_topo *topo, FILE *out) {
     json_str(out, nic->pci_path);
     fprintf(out, ", \"numa\": ");
     json_numa(out, topo, nic->numa);
-    fprintf(out, ", \"speed_mbps\": %d, \"state\": \"%s\", \"down\": %s, \"slow\": %s, \"group\": %d, "
-                 "\"note\": ",
+    fprintf(out,
+            ", \"speed_mbps\": %d, \"state\": \"%s\", \"down\": %s, \"slow\": %s, \"group\": %d, "
+            "\"note\": ",
             nic->speed_mbps, nic_state_str(nic), (nic->flags & RAIL_NIC_DOWN) ? "true" : "false",
             (nic->flags & RAIL_NIC_SLOW) ? "true" : "false", nic->group);
     json_str(out, nic->note);
@@ -352,8 +370,9 @@ void rail_topo_print_json(const struct rail_topo *topo, FILE *out) {
   rail_topo_fingerprint(topo, &fp);
   fprintf(out, "  \"fingerprint\": {\"text\": ");
   json_str(out, rail_topo_fp_str(&fp, buf, sizeof(buf)));
-  fprintf(out, ", \"hash\": \"%08x\", \"ngpus\": %u, \"ngroups\": %u, \"nics_per_group\": %u, "
-               "\"group_mbps\": %u, \"nic_mbps\": %u},\n",
+  fprintf(out,
+          ", \"hash\": \"%08x\", \"ngpus\": %u, \"ngroups\": %u, \"nics_per_group\": %u, "
+          "\"group_mbps\": %u, \"nic_mbps\": %u},\n",
           fp.hash, fp.ngpus, fp.ngroups, fp.nics_per_group, fp.group_mbps, fp.nic_mbps);
 
   fprintf(out, "  \"warnings\": [");

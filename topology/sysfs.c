@@ -19,7 +19,7 @@
 #define SYSFS_MAX_IFS 1024
 
 struct sysfs_ctx {
-  const char *root; /* as given, "" = / */
+  const char *root;    /* as given, "" = / */
   char real[PATH_MAX]; /* realpath of the root, "" for / */
   struct rail_topo *topo;
 };
@@ -62,7 +62,8 @@ static int vread(const struct sysfs_ctx *c, char *out, size_t len, const char *f
   fclose(f);
   if (rc != 0) return rc;
   out[n] = '\0';
-  while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\t')) out[--n] = '\0';
+  while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\t'))
+    out[--n] = '\0';
   return 0;
 }
 
@@ -153,13 +154,15 @@ static int fs_list(const struct sysfs_ctx *c, char ***names, int *count, const c
 
 no_memory:
   closedir(d);
-  while (n > 0) free(v[--n]);
+  while (n > 0)
+    free(v[--n]);
   free(v);
   return -ENOMEM;
 }
 
 static void free_names(char **names, int n) {
-  for (int i = 0; i < n; i++) free(names[i]);
+  for (int i = 0; i < n; i++)
+    free(names[i]);
   free(names);
 }
 
@@ -352,8 +355,8 @@ static int read_netdevs(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *co
 
   rc = fs_list(c, &names, &n, "sys/class/net");
   if (rc != 0) {
-    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "sysfs: cannot list %s/sys/class/net: %s", c->real,
-              strerror(-rc));
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "sysfs: cannot list %s/sys/class/net: %s",
+              c->real, strerror(-rc));
     return rc;
   }
   for (int i = 0; i < n && rc == 0; i++) {
@@ -425,8 +428,8 @@ static int read_rdma(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *count
     state = (int)fs_read_long(c, -1, "sys/class/infiniband/%s/ports/%d/state", dev, port);
     if (fs_read(c, rate, sizeof(rate), "sys/class/infiniband/%s/ports/%d/rate", dev, port) != 0)
       rate[0] = '\0';
-    if (fs_read(c, layer, sizeof(layer), "sys/class/infiniband/%s/ports/%d/link_layer", dev, port) !=
-        0)
+    if (fs_read(c, layer, sizeof(layer), "sys/class/infiniband/%s/ports/%d/link_layer", dev,
+                port) != 0)
       layer[0] = '\0';
     ib = strcmp(layer, "InfiniBand") == 0;
     rdma_netdev(c, dev, port, nd, sizeof(nd));
@@ -450,7 +453,8 @@ static int read_rdma(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *count
     /* ports/N/state reads "4: ACTIVE"; any other state carries no traffic. */
     if (state >= 0 && state != 4 && !(nic->flags & RAIL_NIC_DOWN)) {
       nic->flags |= RAIL_NIC_DOWN;
-      snprintf(nic->note, sizeof(nic->note), "port %d state %d, not ACTIVE; not fused", port, state);
+      snprintf(nic->note, sizeof(nic->note), "port %d state %d, not ACTIVE; not fused", port,
+               state);
     }
   }
   free_names(names, n);

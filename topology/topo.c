@@ -12,11 +12,16 @@
 
 const char *rail_path_name(enum rail_path p) {
   switch (p) {
-  case RAIL_PATH_PIX: return "PIX";
-  case RAIL_PATH_PXB: return "PXB";
-  case RAIL_PATH_PHB: return "PHB";
-  case RAIL_PATH_NODE: return "NODE";
-  case RAIL_PATH_SYS: return "SYS";
+  case RAIL_PATH_PIX:
+    return "PIX";
+  case RAIL_PATH_PXB:
+    return "PXB";
+  case RAIL_PATH_PHB:
+    return "PHB";
+  case RAIL_PATH_NODE:
+    return "NODE";
+  case RAIL_PATH_SYS:
+    return "SYS";
   }
   return "?";
 }
@@ -77,9 +82,12 @@ int rail_topo_mask_to_list(const char *mask, char *out, size_t len) {
   for (int i = 0; i < MAX_CPUS; i++) {
     int j = i;
     if (!bits[i]) continue;
-    while (j + 1 < MAX_CPUS && bits[j + 1]) j++;
-    if (j == i) o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%d", first ? "" : ",", i);
-    else o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%d-%d", first ? "" : ",", i, j);
+    while (j + 1 < MAX_CPUS && bits[j + 1])
+      j++;
+    if (j == i)
+      o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%d", first ? "" : ",", i);
+    else
+      o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%d-%d", first ? "" : ",", i, j);
     first = 0;
     i = j;
   }
@@ -110,7 +118,8 @@ int rail_topo_add_numa(struct rail_topo *topo, int os_index, const char *cpulist
     i = topo->nnuma++;
     topo->numa[i].os_index = os_index;
   }
-  if (cpulist != NULL) snprintf(topo->numa[i].cpulist, sizeof(topo->numa[i].cpulist), "%s", cpulist);
+  if (cpulist != NULL)
+    snprintf(topo->numa[i].cpulist, sizeof(topo->numa[i].cpulist), "%s", cpulist);
   return i;
 }
 
@@ -158,7 +167,8 @@ static int pci_numa(const struct rail_topo *topo, int pci) {
 }
 
 static int cmp_gpu(const void *a, const void *b) {
-  return strcmp(((const struct rail_topo_gpu *)a)->bus_id, ((const struct rail_topo_gpu *)b)->bus_id);
+  return strcmp(((const struct rail_topo_gpu *)a)->bus_id,
+                ((const struct rail_topo_gpu *)b)->bus_id);
 }
 
 /* Physical NICs in bus order (the order NCCL and nvidia-smi list them),
@@ -236,8 +246,10 @@ static uint64_t nic_nearest(const struct rail_topo *topo, int nic) {
 static void group_add(struct rail_topo *topo, int gi, int nic) {
   struct rail_topo_group *grp = &topo->groups[gi];
   struct rail_topo_nic *n = &topo->nics[nic];
-  if (grp->nnics == 0) grp->numa = n->numa;
-  else if (grp->numa != n->numa) grp->numa = -1;
+  if (grp->nnics == 0)
+    grp->numa = n->numa;
+  else if (grp->numa != n->numa)
+    grp->numa = -1;
   grp->nics[grp->nnics++] = nic;
   grp->speed_mbps += n->speed_mbps;
   n->group = gi;
@@ -268,8 +280,10 @@ void rail_topo_group_paths(struct rail_topo *topo) {
     snprintf(grp->pci_path, sizeof(grp->pci_path), "%s", topo->nics[grp->nics[0]].pci_path);
     for (int k = 1; k < grp->nnics; k++) {
       const char *p = topo->nics[grp->nics[k]].pci_path;
-      if (p[0] == '\0') grp->pci_path[0] = '\0';
-      else path_common(grp->pci_path, p);
+      if (p[0] == '\0')
+        grp->pci_path[0] = '\0';
+      else
+        path_common(grp->pci_path, p);
     }
   }
 }
@@ -284,7 +298,8 @@ static void make_groups(struct rail_topo *topo) {
   int placed[RAIL_TOPO_MAX_NICS] = {0}, alone[RAIL_TOPO_MAX_NICS] = {0};
   char peer[16], own[16];
 
-  for (int n = 0; n < topo->nnics; n++) nearest[n] = nic_nearest(topo, n);
+  for (int n = 0; n < topo->nnics; n++)
+    nearest[n] = nic_nearest(topo, n);
   topo->ngroups = 0;
   for (int n = 0; n < topo->nnics; n++) {
     struct rail_topo_nic *nic = &topo->nics[n];
@@ -360,7 +375,8 @@ int rail_topo_finish(struct rail_topo *topo) {
 
 /* ---- lookups ---- */
 
-const struct rail_topo_nic *rail_topo_find_netdev(const struct rail_topo *topo, const char *netdev) {
+const struct rail_topo_nic *rail_topo_find_netdev(const struct rail_topo *topo,
+                                                  const char *netdev) {
   if (topo == NULL || netdev == NULL || netdev[0] == '\0') return NULL;
   for (int n = 0; n < topo->nnics; n++)
     if (strcmp(topo->nics[n].netdev, netdev) == 0) return &topo->nics[n];
@@ -387,9 +403,12 @@ int rail_topo_numa_cpuset(const struct rail_topo *topo, int numa, cpu_set_t *set
       if (end == s + 1 || hi < lo) return -ENOENT;
       s = end;
     }
-    for (long c = lo; c <= hi && c < CPU_SETSIZE; c++) CPU_SET((int)c, &cpus);
-    if (*s == ',') s++;
-    else if (*s != '\0') return -ENOENT;
+    for (long c = lo; c <= hi && c < CPU_SETSIZE; c++)
+      CPU_SET((int)c, &cpus);
+    if (*s == ',')
+      s++;
+    else if (*s != '\0')
+      return -ENOENT;
   }
   if (CPU_COUNT(&cpus) == 0) return -ENOENT;
   *set = cpus;
@@ -493,7 +512,9 @@ int rail_topo_fp_note_peer(const struct rail_topo_fp *peer, const char *peer_nam
   return 1;
 }
 
-int rail_topo_fp_job_mismatch(void) { return __atomic_load_n(&rail_topo_mismatch, __ATOMIC_ACQUIRE); }
+int rail_topo_fp_job_mismatch(void) {
+  return __atomic_load_n(&rail_topo_mismatch, __ATOMIC_ACQUIRE);
+}
 
 /* ---- sources ---- */
 
@@ -574,8 +595,7 @@ static void rail_topo_build(void) {
   int rc = rail_topo_discover(&topo);
   if (rc != 0) {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
-              "no machine topology (%s); falling back to plain interface discovery",
-              strerror(-rc));
+              "no machine topology (%s); falling back to plain interface discovery", strerror(-rc));
     topo = &rail_topo_empty;
   }
   __atomic_store_n(&rail_topo_global, topo, __ATOMIC_RELEASE);

@@ -55,10 +55,10 @@ struct rail_topo_gpu {
   int numa;
 };
 
-#define RAIL_NIC_IB 0x1        /* InfiniBand (0x0207) rather than Ethernet (0x0200) */
-#define RAIL_NIC_DOWN 0x2      /* link state is down */
-#define RAIL_NIC_SLOW 0x4      /* below the speed of its rail-group peers or its rating */
-#define RAIL_NIC_NO_PCI 0x8    /* virtual NIC: no PCI path (VMs, veth) */
+#define RAIL_NIC_IB 0x1     /* InfiniBand (0x0207) rather than Ethernet (0x0200) */
+#define RAIL_NIC_DOWN 0x2   /* link state is down */
+#define RAIL_NIC_SLOW 0x4   /* below the speed of its rail-group peers or its rating */
+#define RAIL_NIC_NO_PCI 0x8 /* virtual NIC: no PCI path (VMs, veth) */
 
 struct rail_topo_nic {
   char name[RAIL_TOPO_NAME];     /* the netdev if known ("eth0"), else the RDMA device */
@@ -82,7 +82,7 @@ struct rail_topo_group {
   int numa;
   char pci_path[RAIL_TOPO_PATH]; /* members' nearest common PCI ancestor, "" if none */
   int speed_mbps;                /* sum over members */
-  int pci;                       /* index in pci[] of that ancestor (a lone NIC: its own), -1 if none */
+  int pci; /* index in pci[] of that ancestor (a lone NIC: its own), -1 if none */
 };
 
 /* What peers compare at connect; fixed 16 bytes, travels in the handle. */

@@ -90,7 +90,8 @@ static int xml_starts(const struct rail_xml_parser *x, const char *s) {
 /* Skips past the terminator; what reports an unterminated construct. */
 static int xml_skip_to(struct rail_xml_parser *x, const char *term, const char *what) {
   int line = x->line;
-  while (x->p < x->end && !xml_starts(x, term)) xml_advance(x, 1);
+  while (x->p < x->end && !xml_starts(x, term))
+    xml_advance(x, 1);
   if (x->p >= x->end) return xml_error(x, line, "unterminated %s", what);
   xml_advance(x, strlen(term));
   return 0;
@@ -101,9 +102,12 @@ static int xml_skip_doctype(struct rail_xml_parser *x) {
   while (x->p < x->end) {
     char c = *x->p;
     xml_advance(x, 1);
-    if (c == '[') depth++;
-    else if (c == ']') depth--;
-    else if (c == '>' && depth <= 0) return 0;
+    if (c == '[')
+      depth++;
+    else if (c == ']')
+      depth--;
+    else if (c == '>' && depth <= 0)
+      return 0;
   }
   return xml_error(x, line, "unterminated <!DOCTYPE");
 }
@@ -119,7 +123,8 @@ static int xml_name_char(char c) {
 static char *xml_read_name(struct rail_xml_parser *x) {
   const char *start = x->p;
   if (x->p >= x->end || !xml_name_start(*x->p)) return NULL;
-  while (x->p < x->end && xml_name_char(*x->p)) x->p++;
+  while (x->p < x->end && xml_name_char(*x->p))
+    x->p++;
   return strndup(start, (size_t)(x->p - start));
 }
 
@@ -199,8 +204,7 @@ static int xml_read_attrs(struct rail_xml_parser *x, struct rail_xml_node *n, in
       return 0;
     }
     name = xml_read_name(x);
-    if (name == NULL)
-      return xml_error(x, x->line, "unexpected '%c' in <%s>", *x->p, n->name);
+    if (name == NULL) return xml_error(x, x->line, "unexpected '%c' in <%s>", *x->p, n->name);
     if (rail_xml_attr(n, name) != NULL) {
       rc = xml_error(x, x->line, "attribute %s repeated in <%s>", name, n->name);
       free(name);
@@ -222,7 +226,8 @@ static int xml_read_attrs(struct rail_xml_parser *x, struct rail_xml_node *n, in
     quote = *x->p;
     xml_advance(x, 1);
     vstart = x->p;
-    while (x->p < x->end && *x->p != quote) xml_advance(x, 1);
+    while (x->p < x->end && *x->p != quote)
+      xml_advance(x, 1);
     if (x->p >= x->end) {
       rc = xml_error(x, n->line, "unterminated value of attribute %s in <%s>", name, n->name);
       free(name);
@@ -356,8 +361,7 @@ int rail_xml_parse_buf(const char *name, const char *buf, size_t len, struct rai
   struct rail_xml_parser x = {.file = name, .p = buf, .end = buf + len, .line = 1};
   size_t i;
 
-  for (i = 0; i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' || buf[i] == '\n');
-       i++)
+  for (i = 0; i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' || buf[i] == '\n'); i++)
     ;
   if (i == len) {
     RAIL_WARN("%s: the file is empty", name);

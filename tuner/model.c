@@ -152,8 +152,10 @@ int rail_tuner_supported(const struct rail_tuner_shape *s, enum rail_coll coll, 
     if (multi_node(s) && s->socket) return 0;
   }
   switch (algo) {
-  case RAIL_ALGO_RING: return 1;
-  case RAIL_ALGO_TREE: return coll == RAIL_COLL_ALLREDUCE;
+  case RAIL_ALGO_RING:
+    return 1;
+  case RAIL_ALGO_TREE:
+    return coll == RAIL_COLL_ALLREDUCE;
   case RAIL_ALGO_NVLS:
     return proto == RAIL_PROTO_SIMPLE && nvls_ok && !multi_node(s) &&
            (coll == RAIL_COLL_ALLREDUCE || coll == RAIL_COLL_ALLGATHER ||
@@ -163,7 +165,8 @@ int rail_tuner_supported(const struct rail_tuner_shape *s, enum rail_coll coll, 
   case RAIL_ALGO_PAT:
     return proto == RAIL_PROTO_SIMPLE && multi_node(s) && !multi_gpu(s) &&
            (coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER);
-  default: return 0;
+  default:
+    return 0;
   }
 }
 
@@ -296,10 +299,13 @@ static void pat_cost(const struct rail_tuner_shape *s, double *lat, double *algb
 /* nccl-tests bus bandwidth factor (cost-model.md section 1). */
 static double bus_factor(enum rail_coll coll, int n) {
   switch (coll) {
-  case RAIL_COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+  case RAIL_COLL_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
   case RAIL_COLL_ALLGATHER:
-  case RAIL_COLL_REDUCESCATTER: return (double)(n - 1) / n;
-  default: return 1.0;
+  case RAIL_COLL_REDUCESCATTER:
+    return (double)(n - 1) / n;
+  default:
+    return 1.0;
   }
 }
 
@@ -314,12 +320,23 @@ int rail_tuner_cost(const struct rail_tuner_shape *s, enum rail_coll coll, enum 
     return -EINVAL;
   if (!rail_tuner_supported(s, coll, algo, proto)) return -ENOTSUP;
   switch (algo) {
-  case RAIL_ALGO_RING: ring_cost(s, coll, proto, &lat, &algbw); break;
-  case RAIL_ALGO_TREE: tree_cost(s, proto, &lat, &algbw); break;
-  case RAIL_ALGO_NVLS: nvls_cost(s, coll, &lat, &algbw); break;
-  case RAIL_ALGO_NVLS_TREE: nvls_tree_cost(s, &lat, &algbw); break;
-  case RAIL_ALGO_PAT: pat_cost(s, &lat, &algbw); break;
-  default: return -ENOTSUP;
+  case RAIL_ALGO_RING:
+    ring_cost(s, coll, proto, &lat, &algbw);
+    break;
+  case RAIL_ALGO_TREE:
+    tree_cost(s, proto, &lat, &algbw);
+    break;
+  case RAIL_ALGO_NVLS:
+    nvls_cost(s, coll, &lat, &algbw);
+    break;
+  case RAIL_ALGO_NVLS_TREE:
+    nvls_tree_cost(s, &lat, &algbw);
+    break;
+  case RAIL_ALGO_PAT:
+    pat_cost(s, &lat, &algbw);
+    break;
+  default:
+    return -ENOTSUP;
   }
   /* Aggregated operations each pay the fixed cost; their bytes are summed
    * into nbytes by NCCL already. */

@@ -62,11 +62,13 @@ static int tokenize(char *line, char **tok) {
   char *p = line;
 
   for (;;) {
-    while (*p == ' ' || *p == '\t') p++;
+    while (*p == ' ' || *p == '\t')
+      p++;
     if (*p == '\0') return n;
     if (n == MAX_TOKENS) return -1;
     tok[n++] = p;
-    while (*p != '\0' && *p != ' ' && *p != '\t') p++;
+    while (*p != '\0' && *p != ' ' && *p != '\t')
+      p++;
     if (*p != '\0') *p++ = '\0';
   }
 }
@@ -98,8 +100,9 @@ static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why
   }
   rc = parse_range(tok[1], &r->min_bytes, &r->max_bytes);
   if (rc != 0) {
-    snprintf(why, wlen, rc == -ERANGE ? "byte range \"%s\" has a size beyond 64 bits"
-                                      : "bad byte range \"%s\" (e.g. 0-64K, 1MiB-, *)",
+    snprintf(why, wlen,
+             rc == -ERANGE ? "byte range \"%s\" has a size beyond 64 bits"
+                           : "bad byte range \"%s\" (e.g. 0-64K, 1MiB-, *)",
              tok[1]);
     return -EINVAL;
   }

@@ -50,7 +50,7 @@ const char *rail_test_current;
 struct harness {
   const char *plugin;
   const char *so_path;
-  const char *peer_netns; /* the child's network namespace (--peer-netns) */
+  const char *peer_netns;   /* the child's network namespace (--peer-netns) */
   const char *peer_ifnames; /* the child's NCCL_RAIL_IFNAMES (--peer-ifnames) */
   int version;
   uint64_t seed;
@@ -165,7 +165,8 @@ static int xfer_prepare(struct xfer *x, struct rail_nd *nd, void *comm, int send
   rc = rail_nd_reg_mr(nd, comm, x->arena, x->arena_len, &x->mhandle);
   CHECK_EQ_INT(rc, ncclSuccess);
   if (rc != ncclSuccess) return rc;
-  for (int i = 0; i < plan->n; i++) x->msgs[i].mhandle = x->mhandle;
+  for (int i = 0; i < plan->n; i++)
+    x->msgs[i].mhandle = x->mhandle;
   x->lane.comm = comm;
   x->lane.send = send;
   x->lane.msgs = x->msgs;
@@ -219,8 +220,8 @@ static void xfer_release(struct xfer *x, void *comm) {
 }
 
 /* One plan in one direction over one comm, checked. */
-static int transfer(struct harness *h, void *comm, int send, const struct plan *plan,
-                    uint64_t seed, int window) {
+static int transfer(struct harness *h, void *comm, int send, const struct plan *plan, uint64_t seed,
+                    int window) {
   struct xfer x;
   int rc = xfer_prepare(&x, &h->nd, comm, send, plan, seed, window);
 
@@ -293,7 +294,7 @@ struct scenario {
   int forked;
   void (*parent)(struct harness *h);
   void (*child)(struct harness *h);
-  int child_status; /* expected exit status of the child; -1 = don't care */
+  int child_status;  /* expected exit status of the child; -1 = don't care */
   int short_timeout; /* bounds a dead peer: NCCL_RAIL_TIMEOUT_MS 2000 unless set */
   int netns;         /* runs in a private network namespace */
 };
@@ -301,10 +302,9 @@ struct scenario {
 /* load: NCCL's name rules find the library by its short name, by its file
  * name and by its path, and every table the plugin promises is there. */
 static void sc_load_parent(struct harness *h) {
-  static const char *const syms[] = {"ncclNetPlugin_v8",   "ncclNetPlugin_v9",
-                                     "ncclNetPlugin_v10",  "ncclNetPlugin_v11",
-                                     "ncclTunerPlugin_v2", "ncclTunerPlugin_v3",
-                                     "ncclTunerPlugin_v4", "ncclTunerPlugin_v5"};
+  static const char *const syms[] = {
+      "ncclNetPlugin_v8",   "ncclNetPlugin_v9",   "ncclNetPlugin_v10",  "ncclNetPlugin_v11",
+      "ncclTunerPlugin_v2", "ncclTunerPlugin_v3", "ncclTunerPlugin_v4", "ncclTunerPlugin_v5"};
   char opened[512], file[300];
   void *dl_short, *dl_file, *dl_path;
 
@@ -404,8 +404,8 @@ static void sc_props_parent(struct harness *h) {
  * larger receive buffers, some at odd addresses) with 8 in flight. */
 static void sizes_plans(uint64_t seed, struct plan *fixed, struct plan *random) {
   static const size_t fixed_sizes[] = {0, 1, 127, 4096, 1 << 20, 64 << 20};
-  static const size_t edges[] = {16383, 16384, 16385, 65536, 262143, 262144, 262145,
-                                 524287, 524288, 524289, 1048577};
+  static const size_t edges[] = {16383,  16384,  16385,  65536,  262143, 262144,
+                                 262145, 524287, 524288, 524289, 1048577};
   uint64_t s = seed;
 
   memset(fixed, 0, sizeof(*fixed));
@@ -414,8 +414,8 @@ static void sizes_plans(uint64_t seed, struct plan *fixed, struct plan *random) 
     plan_add(fixed, fixed_sizes[i], fixed_sizes[i], (int)i, 0);
   for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
     plan_add(random, edges[i], edges[i], 100 + (int)i, 0);
-  plan_add(random, 1, 1 << 20, 200, 3);      /* tiny message, huge buffer */
-  plan_add(random, 0, 4096, 201, 0);         /* empty message, real buffer */
+  plan_add(random, 1, 1 << 20, 200, 3); /* tiny message, huge buffer */
+  plan_add(random, 0, 4096, 201, 0);    /* empty message, real buffer */
   for (int i = 0; i < 40; i++) {
     uint64_t r = splitmix(&s);
     size_t size = (i % 4 == 3) ? (size_t)(r % (8u << 20)) : (size_t)(r % (256u << 10));
@@ -527,8 +527,8 @@ static void sc_inflight_child(struct harness *h) {
     rc = rail_nd_run(&h->nd, &x.lane, 1, WAIT_MS);
     CHECK_EQ_INT(rc, ncclSuccess);
     if (rc == ncclSuccess) xfer_check(&x);
-    fprintf(stderr, "sender: at most %d sends in flight, %d retry answers\n",
-            x.lane.max_in_flight, x.lane.null_posts);
+    fprintf(stderr, "sender: at most %d sends in flight, %d retry answers\n", x.lane.max_in_flight,
+            x.lane.null_posts);
   }
   xfer_release(&x, comm);
   barrier(h, 1);
@@ -631,8 +631,7 @@ static int pending_must_end(struct harness *h, void *req, const char *what) {
   return rc;
 }
 
-static void *post_until(struct harness *h, void *comm, int send, void *buf, size_t size,
-                        void *mh) {
+static void *post_until(struct harness *h, void *comm, int send, void *buf, size_t size, void *mh) {
   uint64_t deadline = rail_nd_now_ns() + WAIT_MS * 1000000ull;
   void *req = NULL;
   int rc;
@@ -683,7 +682,8 @@ static void sc_close_parent(struct harness *h) {
   CHECK_EQ_INT(rail_nd_pair_listen(&h->nd, 0, h->oob, &comm, WAIT_MS), ncclSuccess);
   if (comm != NULL) {
     CHECK_EQ_INT(rail_nd_reg_mr(&h->nd, comm, buf, 4 * (size_t)CLOSE_BIG, &mh), ncclSuccess);
-    for (int i = 0; i < 4; i++) post_until(h, comm, 0, buf + (size_t)i * CLOSE_BIG, CLOSE_BIG, mh);
+    for (int i = 0; i < 4; i++)
+      post_until(h, comm, 0, buf + (size_t)i * CLOSE_BIG, CLOSE_BIG, mh);
     CHECK_EQ_INT(rail_nd_dereg_mr(&h->nd, comm, mh), ncclSuccess);
     CHECK_EQ_INT(rail_nd_close_recv(&h->nd, comm), ncclSuccess);
   }
@@ -799,7 +799,8 @@ static void sc_close_child(struct harness *h) {
   if (comm != NULL) {
     int ended = 0;
     CHECK_EQ_INT(rail_nd_reg_mr(&h->nd, comm, buf, CLOSE_BIG, &mh), ncclSuccess);
-    for (int i = 0; i < 4; i++) req[i] = post_until(h, comm, 1, buf, CLOSE_BIG, mh);
+    for (int i = 0; i < 4; i++)
+      req[i] = post_until(h, comm, 1, buf, CLOSE_BIG, mh);
     for (int i = 0; i < 4; i++) {
       if (req[i] == NULL) continue;
       /* After the first error NCCL stops testing the comm; do the same. */
@@ -850,8 +851,10 @@ static int netns_lo(int up) {
   snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
   if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) rc = -errno;
   if (rc == 0) {
-    if (up) ifr.ifr_flags |= IFF_UP;
-    else ifr.ifr_flags &= ~IFF_UP;
+    if (up)
+      ifr.ifr_flags |= IFF_UP;
+    else
+      ifr.ifr_flags &= ~IFF_UP;
     if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) rc = -errno;
   }
   if (rc != 0) fprintf(stderr, "netns: lo %s: %s\n", up ? "up" : "down", strerror(-rc));
@@ -939,8 +942,8 @@ static void survive(struct harness *h, void *comm, int send, int sig) {
   CHECK(k.signalled);
   if (k.signalled) {
     long took_ms = (long)((rail_nd_now_ns() - k.t_signal) / 1000000);
-    fprintf(stderr, "%s: error %d %ld ms after the signal (bound %ld ms)\n", rail_test_current,
-            rc, took_ms, bound_ms);
+    fprintf(stderr, "%s: error %d %ld ms after the signal (bound %ld ms)\n", rail_test_current, rc,
+            took_ms, bound_ms);
     CHECK(rc == ncclRemoteError || rc == ncclSystemError);
     CHECK(took_ms <= bound_ms);
   }
@@ -1128,8 +1131,8 @@ static void sc_garbage_parent(struct harness *h) {
       CHECK(none == NULL);
     }
   }
-  fprintf(stderr, "garbage: %d listening sockets, %d silent or junk clients left open\n",
-          nlisten, nopen);
+  fprintf(stderr, "garbage: %d listening sockets, %d silent or junk clients left open\n", nlisten,
+          nopen);
   CHECK(nlisten >= 1);
   /* Now the real peer, with the junk clients still connected. */
   CHECK_EQ_INT(rail_nd_oob_send(h->oob, handle, sizeof(handle)), 0);
@@ -1141,7 +1144,8 @@ static void sc_garbage_parent(struct harness *h) {
     barrier(h, 1);
     CHECK_EQ_INT(rail_nd_close_recv(&h->nd, comm), ncclSuccess);
   }
-  for (int i = 0; i < nopen; i++) close(open_fds[i]);
+  for (int i = 0; i < nopen; i++)
+    close(open_fds[i]);
   plugin_down(h);
 }
 
@@ -1289,8 +1293,9 @@ static int enter_netns(const char *name) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario "
-                  "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST]\nscenarios:");
+  fprintf(stderr,
+          "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario "
+          "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST]\nscenarios:");
   for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
     fprintf(stderr, " %s", scenarios[i].name);
   fprintf(stderr, "\n");
@@ -1307,14 +1312,22 @@ int main(int argc, char **argv) {
   h.seed = (uint64_t)time(NULL);
   h.version = 11;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--plugin") == 0) h.plugin = argv[i + 1];
-    else if (strcmp(argv[i], "--version") == 0) h.version = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--scenario") == 0) name = argv[i + 1];
-    else if (strcmp(argv[i], "--seed") == 0) h.seed = strtoull(argv[i + 1], NULL, 0);
-    else if (strcmp(argv[i], "--path") == 0) h.so_path = argv[i + 1];
-    else if (strcmp(argv[i], "--peer-netns") == 0) h.peer_netns = argv[i + 1];
-    else if (strcmp(argv[i], "--peer-ifnames") == 0) h.peer_ifnames = argv[i + 1];
-    else return usage();
+    if (strcmp(argv[i], "--plugin") == 0)
+      h.plugin = argv[i + 1];
+    else if (strcmp(argv[i], "--version") == 0)
+      h.version = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--scenario") == 0)
+      name = argv[i + 1];
+    else if (strcmp(argv[i], "--seed") == 0)
+      h.seed = strtoull(argv[i + 1], NULL, 0);
+    else if (strcmp(argv[i], "--path") == 0)
+      h.so_path = argv[i + 1];
+    else if (strcmp(argv[i], "--peer-netns") == 0)
+      h.peer_netns = argv[i + 1];
+    else if (strcmp(argv[i], "--peer-ifnames") == 0)
+      h.peer_ifnames = argv[i + 1];
+    else
+      return usage();
   }
   if (argc % 2 == 0 || h.plugin == NULL || name == NULL || h.version < 8 || h.version > 11)
     return usage();

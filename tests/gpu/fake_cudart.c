@@ -38,7 +38,8 @@ cudaError_t cudaGetDeviceCount(int *count) {
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 
 const char *cudaGetErrorString(cudaError_t error) {
-  return error == cudaErrorNoDevice ? "no CUDA-capable device is detected (fake)" : "fake CUDA error";
+  return error == cudaErrorNoDevice ? "no CUDA-capable device is detected (fake)"
+                                    : "fake CUDA error";
 }
 
 cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {

@@ -63,7 +63,8 @@ static void fake_log_init(const struct ncclComm *c) {
   int ours = plugin != NULL && strcmp(plugin, "none") != 0;
 
   if (!fake_info()) return;
-  if (hostid != NULL) printf("fake:1:1 [0] NCCL INFO NCCL_HOSTID set by environment to %s\n", hostid);
+  if (hostid != NULL)
+    printf("fake:1:1 [0] NCCL INFO NCCL_HOSTID set by environment to %s\n", hostid);
   if (ours) {
     printf("fake:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin Rail (v11)\n");
     printf("fake:1:1 [0] NCCL INFO NET/Rail fake plugin line\n");
@@ -75,7 +76,8 @@ static void fake_log_init(const struct ncclComm *c) {
     printf("fake:1:1 [0] NCCL INFO Using network Socket\n");
   }
   printf("fake:1:1 [0] NCCL INFO comm %p rank %d nRanks %d nNodes %d localRanks 1 localRank 0 "
-         "MNNVL 0\n", (const void *)c, c->rank, c->nranks, c->nranks);
+         "MNNVL 0\n",
+         (const void *)c, c->rank, c->nranks, c->nranks);
   fflush(stdout);
 }
 
@@ -106,9 +108,12 @@ static char *fake_slot(struct ncclComm *c, int r) {
 
 static size_t fake_dtsize(ncclDataType_t t) {
   switch (t) {
-  case ncclFloat32: return 4;
-  case ncclFloat64: return 8;
-  default: return 0;
+  case ncclFloat32:
+    return 4;
+  case ncclFloat64:
+    return 8;
+  default:
+    return 0;
   }
 }
 
@@ -129,8 +134,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 
   clock_gettime(CLOCK_REALTIME, &ts);
   memset(uniqueId, 0, sizeof(*uniqueId));
-  snprintf(uniqueId->internal, sizeof(uniqueId->internal), "/collperf-fake-%d-%ld-%d", (int)getpid(),
-           (long)ts.tv_nsec, counter++);
+  snprintf(uniqueId->internal, sizeof(uniqueId->internal), "/collperf-fake-%d-%ld-%d",
+           (int)getpid(), (long)ts.tv_nsec, counter++);
   return ncclSuccess;
 }
 
@@ -209,7 +214,8 @@ static void fake_faults_first(struct ncclComm *c) {
   c->first_done = 1;
   if (fake_env_rank("FAKE_NCCL_DIE") == c->rank) _exit(9);
   if (fake_env_rank("FAKE_NCCL_HANG") == c->rank)
-    for (;;) pause();
+    for (;;)
+      pause();
 }
 
 /* Adds count elements of every rank's slot, starting at element `offset`. */
@@ -251,13 +257,19 @@ static ncclResult_t fake_coll(enum fake_op op, const void *send, void *recv, siz
   memcpy(fake_slot(c, c->rank), send, in);
   fake_barrier(c);
   switch (op) {
-  case FAKE_AR: fake_reduce(c, recv, 0, count, t); break;
-  case FAKE_RS: fake_reduce(c, recv, (size_t)c->rank * count, count, t); break;
+  case FAKE_AR:
+    fake_reduce(c, recv, 0, count, t);
+    break;
+  case FAKE_RS:
+    fake_reduce(c, recv, (size_t)c->rank * count, count, t);
+    break;
   case FAKE_AG:
     for (int r = 0; r < c->nranks; r++)
       memcpy((char *)recv + (size_t)r * count * ds, fake_slot(c, r), count * ds);
     break;
-  case FAKE_BC: memcpy(recv, fake_slot(c, root), count * ds); break;
+  case FAKE_BC:
+    memcpy(recv, fake_slot(c, root), count * ds);
+    break;
   }
   fake_barrier(c);
   if (t == ncclFloat32 && fake_env_rank("FAKE_NCCL_CORRUPT") == c->rank && out_elems > 0)
@@ -285,6 +297,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
   return fake_coll(FAKE_BC, sendbuff, recvbuff, count, datatype, root, comm);
 }

@@ -62,7 +62,8 @@ static uint64_t xfer_word(uint64_t seed, long m, size_t w) {
 }
 
 static void xfer_fill(uint64_t *p, size_t words, uint64_t seed, long m) {
-  for (size_t w = 0; w < words; w++) p[w] = xfer_word(seed, m, w);
+  for (size_t w = 0; w < words; w++)
+    p[w] = xfer_word(seed, m, w);
 }
 
 /* The first word that differs, or words. */
@@ -83,23 +84,34 @@ static int xfer_parse(int argc, char **argv, struct xfer_opts *o) {
   o->setup_ms = 30000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *a = argv[i], *v = argv[i + 1];
-    if (strcmp(a, "--plugin") == 0) o->plugin = v;
-    else if (strcmp(a, "--listen") == 0) o->listen_file = v;
-    else if (strcmp(a, "--connect") == 0) o->connect_file = v;
-    else if (strcmp(a, "--version") == 0) o->version = atoi(v);
-    else if (strcmp(a, "--size") == 0) o->size = strtoull(v, NULL, 0);
-    else if (strcmp(a, "--count") == 0) o->count = strtol(v, NULL, 0);
-    else if (strcmp(a, "--window") == 0) o->window = atoi(v);
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 0);
-    else if (strcmp(a, "--stall-ms") == 0) o->stall_ms = atoi(v);
-    else if (strcmp(a, "--setup-ms") == 0) o->setup_ms = atoi(v);
-    else return -EINVAL;
+    if (strcmp(a, "--plugin") == 0)
+      o->plugin = v;
+    else if (strcmp(a, "--listen") == 0)
+      o->listen_file = v;
+    else if (strcmp(a, "--connect") == 0)
+      o->connect_file = v;
+    else if (strcmp(a, "--version") == 0)
+      o->version = atoi(v);
+    else if (strcmp(a, "--size") == 0)
+      o->size = strtoull(v, NULL, 0);
+    else if (strcmp(a, "--count") == 0)
+      o->count = strtol(v, NULL, 0);
+    else if (strcmp(a, "--window") == 0)
+      o->window = atoi(v);
+    else if (strcmp(a, "--seed") == 0)
+      o->seed = strtoull(v, NULL, 0);
+    else if (strcmp(a, "--stall-ms") == 0)
+      o->stall_ms = atoi(v);
+    else if (strcmp(a, "--setup-ms") == 0)
+      o->setup_ms = atoi(v);
+    else
+      return -EINVAL;
   }
   if (argc % 2 == 0 || o->plugin == NULL || (o->listen_file == NULL) == (o->connect_file == NULL))
     return -EINVAL;
   /* Whole words keep the check simple; NCCL's own buffers are aligned too. */
-  if (o->size == 0 || o->size % 8 != 0 || o->size > (1u << 30) || o->count < 1 ||
-      o->window < 1 || o->window > XFER_MAX_WINDOW || o->stall_ms < 1 || o->setup_ms < 1)
+  if (o->size == 0 || o->size % 8 != 0 || o->size > (1u << 30) || o->count < 1 || o->window < 1 ||
+      o->window > XFER_MAX_WINDOW || o->stall_ms < 1 || o->setup_ms < 1)
     return -EINVAL;
   return 0;
 }
@@ -293,8 +305,10 @@ int main(int argc, char **argv) {
 free_arena:
   free(arena);
 close_comm:
-  if (send) rail_nd_close_send(&nd, comm);
-  else rail_nd_close_recv(&nd, comm);
+  if (send)
+    rail_nd_close_send(&nd, comm);
+  else
+    rail_nd_close_recv(&nd, comm);
 finalize:
   rail_nd_finalize(&nd);
   fflush(stdout);

@@ -60,7 +60,8 @@ extern const char *rail_test_current;
   } while (0)
 
 /* Usage: RAIL_TEST_MAIN(test_a, test_b, ...) */
-#define RAIL_TEST_ENTRY(fn) {#fn, fn}
+#define RAIL_TEST_ENTRY(fn)                                                                        \
+  { #fn, fn }
 #define RAIL_TEST_MAIN(...)                                                                        \
   int rail_test_failed_checks, rail_test_skipped;                                                  \
   const char *rail_test_current;                                                                   \

@@ -59,13 +59,13 @@ enum {
 
 enum cp_coll { CP_ALLREDUCE, CP_ALLGATHER, CP_REDUCESCATTER, CP_BROADCAST, CP_NCOLL };
 static const char *const cp_coll_names[CP_NCOLL] = {"allreduce", "allgather", "reducescatter",
-                                                     "broadcast"};
+                                                    "broadcast"};
 static const char *const cp_coll_titles[CP_NCOLL] = {"AllReduce", "AllGather", "ReduceScatter",
-                                                      "Broadcast"};
+                                                     "Broadcast"};
 
 struct cp_opts {
   int nranks;
-  unsigned colls; /* bit (1 << enum cp_coll) per collective to run */
+  unsigned colls;             /* bit (1 << enum cp_coll) per collective to run */
   size_t sizes[CP_MAX_SIZES]; /* bytes, as asked; see cp_count for rounding */
   int nsizes;
   int iters, warmup;
@@ -96,7 +96,8 @@ static void cp_pattern_init(int nranks) {
   }
   for (int k = 0; k < CP_PERIOD; k++) {
     float s = 0;
-    for (int r = 0; r < nranks; r++) s += cp_T[r][k];
+    for (int r = 0; r < nranks; r++)
+      s += cp_T[r][k];
     cp_sum[k] = s;
   }
 }
@@ -104,27 +105,29 @@ static void cp_pattern_init(int nranks) {
 /* ---------------------------------------------------------------- options */
 
 static void cp_usage(FILE *f) {
-  fprintf(f,
-          "usage: collperf --ranks N [options]\n"
-          "  --ranks N          processes, each its own NCCL node (NCCL_HOSTID=collperf-<i>); default 2\n"
-          "  --coll LIST        allreduce,allgather,reducescatter,broadcast (default: all)\n"
-          "  --min BYTES        smallest size (default 8); K, M, G suffixes are binary\n"
-          "  --max BYTES        largest size (default 256M)\n"
-          "  --factor F         size step (default 2)\n"
-          "  --sizes LIST       explicit sizes instead of --min/--max, e.g. 8,64K,1M\n"
-          "  --iters K          timed iterations per size (default 20)\n"
-          "  --warmup W         untimed iterations per size (default 5)\n"
-          "  --iter-bytes B     cap iterations so iters x size stays near B, keeping at least 3\n"
-          "                     (default 1G; 0 = always --iters)\n"
-          "  --check            check every result (the default); --no-check skips it\n"
-          "  --csv FILE         rank 0 also writes one CSV row per size\n"
-          "  --mps              start CUDA MPS for the run and stop it after, unless\n"
-          "                     CUDA_MPS_PIPE_DIRECTORY already names a running daemon\n"
-          "  --device D         CUDA device for every rank (default 0; CUDA_VISIBLE_DEVICES applies)\n"
-          "  --timeout S        kill every rank after S seconds (default 900)\n"
-          "Sizes are the whole buffer, as in nccl-tests: for AllGather and ReduceScatter\n"
-          "each rank holds S/N. Exit: 0 all correct, 1 wrong results, 2 error or timeout,\n"
-          "3 no CUDA device, 4 usage.\n");
+  fprintf(
+      f,
+      "usage: collperf --ranks N [options]\n"
+      "  --ranks N          processes, each its own NCCL node (NCCL_HOSTID=collperf-<i>); default "
+      "2\n"
+      "  --coll LIST        allreduce,allgather,reducescatter,broadcast (default: all)\n"
+      "  --min BYTES        smallest size (default 8); K, M, G suffixes are binary\n"
+      "  --max BYTES        largest size (default 256M)\n"
+      "  --factor F         size step (default 2)\n"
+      "  --sizes LIST       explicit sizes instead of --min/--max, e.g. 8,64K,1M\n"
+      "  --iters K          timed iterations per size (default 20)\n"
+      "  --warmup W         untimed iterations per size (default 5)\n"
+      "  --iter-bytes B     cap iterations so iters x size stays near B, keeping at least 3\n"
+      "                     (default 1G; 0 = always --iters)\n"
+      "  --check            check every result (the default); --no-check skips it\n"
+      "  --csv FILE         rank 0 also writes one CSV row per size\n"
+      "  --mps              start CUDA MPS for the run and stop it after, unless\n"
+      "                     CUDA_MPS_PIPE_DIRECTORY already names a running daemon\n"
+      "  --device D         CUDA device for every rank (default 0; CUDA_VISIBLE_DEVICES applies)\n"
+      "  --timeout S        kill every rank after S seconds (default 900)\n"
+      "Sizes are the whole buffer, as in nccl-tests: for AllGather and ReduceScatter\n"
+      "each rank holds S/N. Exit: 0 all correct, 1 wrong results, 2 error or timeout,\n"
+      "3 no CUDA device, 4 usage.\n");
 }
 
 /* Parses "64", "64K", "256M", "1G" (binary multiples). */
@@ -136,10 +139,23 @@ static int cp_parse_size(const char *s, size_t *out) {
   v = strtoull(s, &end, 10);
   if (errno != 0 || end == s || s[0] == '-') return -EINVAL;
   switch (*end) {
-  case 'k': case 'K': v <<= 10; end++; break;
-  case 'm': case 'M': v <<= 20; end++; break;
-  case 'g': case 'G': v <<= 30; end++; break;
-  default: break;
+  case 'k':
+  case 'K':
+    v <<= 10;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    v <<= 20;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    v <<= 30;
+    end++;
+    break;
+  default:
+    break;
   }
   if (*end == 'B' || *end == 'b') end++;
   if (*end != '\0' || v == 0) return -EINVAL;
@@ -198,8 +214,13 @@ static int cp_parse_args(int argc, char **argv, struct cp_opts *o) {
   size_t min = 8, max = 256u << 20;
   int factor = 2, have_list = 0;
 
-  *o = (struct cp_opts){.nranks = 2, .colls = (1u << CP_NCOLL) - 1, .iters = 20, .warmup = 5,
-                        .iter_bytes = (size_t)1 << 30, .check = 1, .timeout_s = 900,
+  *o = (struct cp_opts){.nranks = 2,
+                        .colls = (1u << CP_NCOLL) - 1,
+                        .iters = 20,
+                        .warmup = 5,
+                        .iter_bytes = (size_t)1 << 30,
+                        .check = 1,
+                        .timeout_s = 900,
                         .id_timeout_s = 120};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -296,7 +317,7 @@ struct cp_rank {
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess) {                                                                       \
-      CP_LOG(R, "%s failed: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__, __LINE__);        \
+      CP_LOG(R, "%s failed: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__, __LINE__);       \
       goto label;                                                                                  \
     }                                                                                              \
   } while (0)
@@ -305,8 +326,9 @@ struct cp_rank {
   do {                                                                                             \
     ncclResult_t r_ = (call);                                                                      \
     if (r_ != ncclSuccess) {                                                                       \
-      CP_LOG(R, "%s failed: %s: %s (%s:%d)", #call, ncclGetErrorString(r_),                       \
-             (R)->comm ? ncclGetLastError((R)->comm) : ncclGetLastError(NULL), __FILE__, __LINE__); \
+      CP_LOG(R, "%s failed: %s: %s (%s:%d)", #call, ncclGetErrorString(r_),                        \
+             (R)->comm ? ncclGetLastError((R)->comm) : ncclGetLastError(NULL), __FILE__,           \
+             __LINE__);                                                                            \
       goto label;                                                                                  \
     }                                                                                              \
   } while (0)
@@ -398,10 +420,13 @@ static size_t cp_recv_count(enum cp_coll c, size_t count, int nranks) {
 
 static double cp_busbw_factor(enum cp_coll c, int n) {
   switch (c) {
-  case CP_ALLREDUCE: return 2.0 * (n - 1) / n;
+  case CP_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
   case CP_ALLGATHER:
-  case CP_REDUCESCATTER: return (double)(n - 1) / n;
-  default: return 1.0;
+  case CP_REDUCESCATTER:
+    return (double)(n - 1) / n;
+  default:
+    return 1.0;
   }
 }
 
@@ -520,11 +545,13 @@ static int cp_run_size(struct cp_rank *R, enum cp_coll c, size_t asked) {
   cp_iters_for(R->o, bytes, &iters, &warmup);
   /* Poison the output (all-ones is a NaN) so an element nothing wrote fails. */
   CP_CUDA(R, cudaMemsetAsync(R->recv, 0xff, rcount * sizeof(float), R->stream), fail);
-  for (int i = 0; i < warmup; i++) CP_NCCL(R, cp_issue(R, c, count), fail);
+  for (int i = 0; i < warmup; i++)
+    CP_NCCL(R, cp_issue(R, c, count), fail);
   if (cp_wait(R) != 0) goto fail;
 
   CP_CUDA(R, cudaEventRecord(R->ev_start, R->stream), fail);
-  for (int i = 0; i < iters; i++) CP_NCCL(R, cp_issue(R, c, count), fail);
+  for (int i = 0; i < iters; i++)
+    CP_NCCL(R, cp_issue(R, c, count), fail);
   CP_CUDA(R, cudaEventRecord(R->ev_stop, R->stream), fail);
   if (cp_wait(R) != 0) goto fail;
   CP_CUDA(R, cudaEventElapsedTime(&ms, R->ev_start, R->ev_stop), fail);
@@ -553,8 +580,8 @@ static int cp_run_size(struct cp_rank *R, enum cp_coll c, size_t asked) {
       snprintf(wbuf, sizeof(wbuf), "%llu", wrong);
     else
       snprintf(wbuf, sizeof(wbuf), "N/A");
-    printf("%12zu  %12zu  %6s  %6s  %5d  %10.2f  %7.2f  %7.2f  %7s\n", bytes,
-           bytes / sizeof(float), "float", c == CP_ALLGATHER || c == CP_BROADCAST ? "none" : "sum",
+    printf("%12zu  %12zu  %6s  %6s  %5d  %10.2f  %7.2f  %7.2f  %7s\n", bytes, bytes / sizeof(float),
+           "float", c == CP_ALLGATHER || c == CP_BROADCAST ? "none" : "sum",
            c == CP_BROADCAST ? 0 : -1, us, algbw, busbw, wbuf);
     fflush(stdout);
     if (R->csv != NULL) {
@@ -573,9 +600,9 @@ fail:
 }
 
 static void cp_print_banner(struct cp_rank *R) {
-  static const char *const vars[] = {"NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN",
-                                     "NCCL_ALGO", "NCCL_PROTO", "NCCL_SOCKET_NTHREADS",
-                                     "NCCL_NSOCKS_PERTHREAD"};
+  static const char *const vars[] = {
+      "NCCL_NET",   "NCCL_NET_PLUGIN",      "NCCL_TUNER_PLUGIN",    "NCCL_ALGO",
+      "NCCL_PROTO", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"};
   struct cudaDeviceProp prop;
   int ver = 0, rt = 0, mps = -1;
 
@@ -801,7 +828,8 @@ static int cp_mps_control(const char *ctl, const char *arg, const char *input) {
   }
   if (input != NULL) {
     close(fds[0]);
-    if (write(fds[1], input, strlen(input)) < 0) fprintf(stderr, "collperf: write to %s: %m\n", ctl);
+    if (write(fds[1], input, strlen(input)) < 0)
+      fprintf(stderr, "collperf: write to %s: %m\n", ctl);
     close(fds[1]);
   }
   if (cp_reap(pid, 15000, &status) != 0) {
@@ -862,8 +890,9 @@ static void cp_mps_start(struct cp_mps *m, const char *dir) {
 static void cp_mps_stop(struct cp_mps *m) {
   if (m->ctl[0] == '\0') return;
   if (cp_mps_control(m->ctl, NULL, "quit\n") != 0)
-    fprintf(stderr, "collperf: WARNING: stopping MPS failed; stop it with: echo quit | "
-                    "CUDA_MPS_PIPE_DIRECTORY=%s %s\n",
+    fprintf(stderr,
+            "collperf: WARNING: stopping MPS failed; stop it with: echo quit | "
+            "CUDA_MPS_PIPE_DIRECTORY=%s %s\n",
             getenv("CUDA_MPS_PIPE_DIRECTORY"), m->ctl);
   m->ctl[0] = '\0';
 }
@@ -943,7 +972,8 @@ static int cp_launch(const struct cp_opts *o) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
 
-  for (int i = 0; i < o->nranks; i++) rcs[i] = CP_EXIT_ERROR;
+  for (int i = 0; i < o->nranks; i++)
+    rcs[i] = CP_EXIT_ERROR;
   fflush(NULL); /* children must not inherit unwritten output */
   for (int i = 0; i < o->nranks; i++) {
     pid_t pid = fork();

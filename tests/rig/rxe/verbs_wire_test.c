@@ -583,15 +583,13 @@ static int run_transport(int is_sender, int fd, const char *devs) {
   if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) FAIL("O_NONBLOCK");
   links[0].ctl_fd = fd;
   if (t->data_streams(10000, nl) != 0) FAIL("verbs asks setup for data sockets");
-  if (t->start(is_sender, links, nl, is_sender ? "receiver" : "sender", &vc) != 0)
-    FAIL("start");
+  if (t->start(is_sender, links, nl, is_sender ? "receiver" : "sender", &vc) != 0) FAIL("start");
   if (vc->t != t) FAIL("not a verbs comm");
   while ((rc = t->step(vc)) == -EAGAIN)
     if (now_s() > deadline) FAIL("exchange not done");
   if (rc != 0) FAIL("exchange: %s", strerror(-rc));
   buf = aligned_alloc(4096, (size_t)MAX_INFLIGHT << 20);
-  if (buf == NULL ||
-      t->reg_mr(vc, buf, (size_t)MAX_INFLIGHT << 20, RAIL_VERBS_MEM_HOST, &mh) != 0)
+  if (buf == NULL || t->reg_mr(vc, buf, (size_t)MAX_INFLIGHT << 20, RAIL_VERBS_MEM_HOST, &mh) != 0)
     FAIL("reg_mr");
   while (ndone < total) {
     int slot = ndone % 32, size;
@@ -636,7 +634,8 @@ static int run_transport(int is_sender, int fd, const char *devs) {
   t->close(vc);
   rail_vt_fini();
   free(buf);
-  printf("[%s] transport: %d messages through rail_transport_verbs, sizes and data checked\n", role, total);
+  printf("[%s] transport: %d messages through rail_transport_verbs, sizes and data checked\n", role,
+         total);
   return 0;
 }
 

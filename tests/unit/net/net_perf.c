@@ -161,8 +161,7 @@ static double np_rail_pingpong(void) {
   pthread_t t;
   double t0;
 
-  if (nt_connect(np_dev, &ab, 10) != 0 || nt_connect(np_dev, &ba, 10) != 0)
-    return -1;
+  if (nt_connect(np_dev, &ab, 10) != 0 || nt_connect(np_dev, &ba, 10) != 0) return -1;
   a = (struct np_side){.sc = ab.sc, .rc = ba.rc, .iters = np_iters, .first = 1};
   b = (struct np_side){.sc = ba.sc, .rc = ab.rc, .iters = np_iters, .first = 0};
   pthread_create(&t, NULL, np_rail_pong, &b);
@@ -184,8 +183,7 @@ static double np_rail_bandwidth(size_t total, int *streams) {
   int count = (int)(total / np_size), posted = 0, finished = 0;
   double t0;
 
-  if (nt_connect(np_dev, &p, 10) != 0)
-    return -1;
+  if (nt_connect(np_dev, &p, 10) != 0) return -1;
   rail_net_comm_stats(p.sc, &st);
   *streams = 0;
   for (int k = 0; k < st.nrails; k++)

@@ -70,11 +70,9 @@ static inline int nt_log_has(const char *a, const char *b) {
   pthread_mutex_lock(&nt_log_mu);
   for (char *line = nt_log_buf; *line && !found;) {
     char *end = strchr(line, '\n');
-    if (end)
-      *end = '\0';
+    if (end) *end = '\0';
     found = (a == NULL || strstr(line, a) != NULL) && (b == NULL || strstr(line, b) != NULL);
-    if (end)
-      *end = '\n';
+    if (end) *end = '\n';
     line = end ? end + 1 : line + strlen(line);
   }
   pthread_mutex_unlock(&nt_log_mu);
@@ -120,8 +118,7 @@ static inline int nt_lo_device(int n, const int *speeds) {
     snprintf(ip, sizeof(ip), "127.0.0.%d", i + 1);
     rails[i] = nt_lo_iface(ip, speeds ? speeds[i] : 100000);
   }
-  if (rail_net_add_device(rails, n, &dev) != 0)
-    return -1;
+  if (rail_net_add_device(rails, n, &dev) != 0) return -1;
   return dev;
 }
 
@@ -139,13 +136,10 @@ static inline int nt_connect(int dev, struct nt_pair *p, double timeout_s) {
 
   memset(p, 0, sizeof(*p));
   rc = rail_net_listen(dev, p->handle, &p->lc);
-  if (rc != 0)
-    return rc;
+  if (rc != 0) return rc;
   while (p->sc == NULL || p->rc == NULL) {
-    if (p->sc == NULL && (rc = rail_net_connect(dev, p->handle, -1, &p->sc)) != 0)
-      return rc;
-    if (p->rc == NULL && (rc = rail_net_accept(p->lc, &p->rc)) != 0)
-      return rc;
+    if (p->sc == NULL && (rc = rail_net_connect(dev, p->handle, -1, &p->sc)) != 0) return rc;
+    if (p->rc == NULL && (rc = rail_net_accept(p->lc, &p->rc)) != 0) return rc;
     if (nt_now() - t0 > timeout_s) {
       fprintf(stderr, "nt_connect: timed out\n");
       return -ETIMEDOUT;
@@ -157,12 +151,9 @@ static inline int nt_connect(int dev, struct nt_pair *p, double timeout_s) {
 }
 
 static inline void nt_close(struct nt_pair *p) {
-  if (p->sc)
-    rail_net_close_send(p->sc);
-  if (p->rc)
-    rail_net_close_recv(p->rc);
-  if (p->lc)
-    rail_net_close_listen(p->lc);
+  if (p->sc) rail_net_close_send(p->sc);
+  if (p->rc) rail_net_close_recv(p->rc);
+  if (p->lc) rail_net_close_listen(p->lc);
   memset(p, 0, sizeof(*p));
 }
 
@@ -184,8 +175,7 @@ static inline void nt_fill(uint8_t *buf, size_t n, uint64_t msg) {
 /* Index of the first wrong byte, or -1. */
 static inline long long nt_check(const uint8_t *buf, size_t n, uint64_t msg) {
   for (size_t i = 0; i < n; i++)
-    if (buf[i] != nt_byte(msg, i))
-      return (long long)i;
+    if (buf[i] != nt_byte(msg, i)) return (long long)i;
   return -1;
 }
 
@@ -194,12 +184,9 @@ static inline int nt_wait(void *req, int *size, double timeout_s) {
   double t0 = nt_now();
   for (;;) {
     int done = 0, rc = rail_net_test(req, &done, size);
-    if (rc != 0)
-      return rc;
-    if (done)
-      return 0;
-    if (nt_now() - t0 > timeout_s)
-      return -ETIME;
+    if (rc != 0) return rc;
+    if (done) return 0;
+    if (nt_now() - t0 > timeout_s) return -ETIME;
   }
 }
 
@@ -223,8 +210,7 @@ static inline int nt_wait2(void *a, int *sa, int *ra, void *b, int *sb, int *rb,
         db = 1;
       }
     }
-    if (nt_now() - t0 > timeout_s)
-      return -ETIME;
+    if (nt_now() - t0 > timeout_s) return -ETIME;
   }
   return 0;
 }
@@ -237,10 +223,8 @@ static inline int nt_isend(void *sc, void *data, size_t size, int tag, void **re
     int rc;
     *req = NULL;
     rc = rail_net_isend(sc, data, size, tag, NULL, req);
-    if (rc != 0 || *req != NULL)
-      return rc;
-    if (nt_now() - t0 > timeout_s)
-      return -ETIME;
+    if (rc != 0 || *req != NULL) return rc;
+    if (nt_now() - t0 > timeout_s) return -ETIME;
   }
 }
 
@@ -254,10 +238,8 @@ static inline int nt_irecv(void *rc_, void *data, size_t size, int tag, void **r
     int tags[1] = {tag};
     *req = NULL;
     rc = rail_net_irecv(rc_, 1, bufs, sizes, tags, NULL, req);
-    if (rc != 0 || *req != NULL)
-      return rc;
-    if (nt_now() - t0 > timeout_s)
-      return -ETIME;
+    if (rc != 0 || *req != NULL) return rc;
+    if (nt_now() - t0 > timeout_s) return -ETIME;
   }
 }
 
@@ -275,18 +257,13 @@ static inline int nt_late_recv(struct nt_pair *p, uint8_t *sb, uint8_t *rb, size
   rc = nt_isend(p->sc, sb, size, 0, &sr, 5);
   for (double t0 = nt_now(); rc == 0 && nt_now() - t0 < hold_s;) {
     rc = rail_net_test(sr, &done, &ssz);
-    if (rc == 0 && done)
-      rc = -EALREADY; /* completed with no receive posted */
+    if (rc == 0 && done) rc = -EALREADY; /* completed with no receive posted */
     usleep(10000);
   }
-  if (rc == 0)
-    rc = nt_irecv(p->rc, rb, size, 0, &rr, 5);
-  if (rc == 0)
-    rc = nt_wait2(sr, &ssz, &e1, rr, &rsz, &e2, 30);
-  if (rc == 0)
-    rc = e1 ? e1 : e2;
-  if (rc == 0 && (rsz != (int)size || nt_check(rb, size, msg) >= 0))
-    rc = -EBADMSG;
+  if (rc == 0) rc = nt_irecv(p->rc, rb, size, 0, &rr, 5);
+  if (rc == 0) rc = nt_wait2(sr, &ssz, &e1, rr, &rsz, &e2, 30);
+  if (rc == 0) rc = e1 ? e1 : e2;
+  if (rc == 0 && (rsz != (int)size || nt_check(rb, size, msg) >= 0)) rc = -EBADMSG;
   return rc;
 }
 
@@ -298,12 +275,9 @@ static inline int nt_roundtrip(struct nt_pair *p, size_t size, uint64_t msg, dou
   nt_fill(sb, size, msg);
   memset(rb, 0xee, size + 64);
   rc = nt_irecv(p->rc, rb, size + 64, 7, &rr, timeout_s);
-  if (rc == 0)
-    rc = nt_isend(p->sc, sb, size, 7, &sr, timeout_s);
-  if (rc == 0)
-    rc = nt_wait2(sr, &ssz, &e1, rr, &rsz, &e2, timeout_s);
-  if (rc == 0)
-    rc = e1 ? e1 : e2;
+  if (rc == 0) rc = nt_isend(p->sc, sb, size, 7, &sr, timeout_s);
+  if (rc == 0) rc = nt_wait2(sr, &ssz, &e1, rr, &rsz, &e2, timeout_s);
+  if (rc == 0) rc = e1 ? e1 : e2;
   if (rc == 0 && ((size_t)ssz != size || (size_t)rsz != size)) {
     fprintf(stderr, "nt_roundtrip: sizes %d/%d for %zu\n", ssz, rsz, size);
     rc = -EBADMSG;
@@ -323,8 +297,7 @@ static int nt_dev1 __attribute__((unused)) = -1, nt_dev2 __attribute__((unused))
 
 static inline void nt_setup(void) {
   static int done;
-  if (done)
-    return;
+  if (done) return;
   done = 1;
   nt_log_start();
   nt_env("NCCL_RAIL_NSTREAMS", "2");

@@ -102,8 +102,7 @@ TEST(test_discover_live) {
       CHECK_EQ_INT(l[i].addr.ss_family, AF_INET); /* IPv4 first; ::1 is never used */
     }
   }
-  if (!have_lo)
-    TEST_SKIP("no lo interface up here");
+  if (!have_lo) TEST_SKIP("no lo interface up here");
 }
 
 static void nt_write(const char *path, const char *text) {
@@ -130,8 +129,7 @@ TEST(test_sysfs_fake_tree) {
   char root[] = "/tmp/rail-sysfs-XXXXXX", p[PATH_MAX], q[PATH_MAX];
   struct rail_iface f;
 
-  if (mkdtemp(root) == NULL)
-    TEST_SKIP("cannot create a temporary directory");
+  if (mkdtemp(root) == NULL) TEST_SKIP("cannot create a temporary directory");
   /* A virtio NIC: the device link points below its PCI function. */
   snprintf(p, sizeof(p), "%s/sys/devices/pci0000:00/0000:00:03.0/virtio2", root);
   nt_mkdirs(p);
@@ -383,8 +381,7 @@ TEST(test_hello_roundtrip) {
 /* The fake routing table: 10.9.0.0/16 goes out through 10.0.0.1. */
 static int nt_route(const struct sockaddr_storage *peer, struct sockaddr_storage *src) {
   const uint8_t *p = (const uint8_t *)&((const struct sockaddr_in *)peer)->sin_addr;
-  if (peer->ss_family != AF_INET)
-    return -ENETUNREACH;
+  if (peer->ss_family != AF_INET) return -ENETUNREACH;
   if (p[0] == 10 && p[1] == 9) {
     struct rail_iface s = nt_lo_iface("10.0.0.1", 1);
     *src = s.addr;
@@ -522,8 +519,7 @@ TEST(test_sizes) {
   CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     int rc = nt_roundtrip(&p, sizes[i], i, 30);
-    if (rc != 0)
-      fprintf(stderr, "size %zu: %d\n", sizes[i], rc);
+    if (rc != 0) fprintf(stderr, "size %zu: %d\n", sizes[i], rc);
     CHECK_EQ_INT(rc, 0);
   }
   srand(7);
@@ -580,8 +576,7 @@ TEST(test_in_flight) {
         CHECK_EQ_INT(rail_net_test(rr[i], &done, &size), 0);
         if (done) {
           CHECK_EQ_INT(size, (int)sz[i]);
-          if (nt_check(rb[i], sz[i], (uint64_t)i) >= 0)
-            ok = 0;
+          if (nt_check(rb[i], sz[i], (uint64_t)i) >= 0) ok = 0;
           rr[i] = NULL;
           left--;
         }
@@ -703,22 +698,18 @@ static int nt_stream_messages(struct nt_pair *p, int count, size_t size, int win
     if (posted < count && posted - finished < window) {
       int w = posted % window;
       rc = nt_irecv(p->rc, rb[w], size, 0, &rr[w], 10);
-      if (rc == 0)
-        rc = nt_isend(p->sc, sb, size, 0, &sr[w], 10);
+      if (rc == 0) rc = nt_isend(p->sc, sb, size, 0, &sr[w], 10);
       posted++;
       continue;
     }
     {
       int w = finished % window, s1, s2, e1, e2;
       rc = nt_wait2(sr[w], &s1, &e1, rr[w], &s2, &e2, 60);
-      if (rc == 0)
-        rc = e1 ? e1 : e2;
-      if (rc == 0 && nt_check(rb[w], size, 3) >= 0)
-        rc = -EBADMSG;
+      if (rc == 0) rc = e1 ? e1 : e2;
+      if (rc == 0 && nt_check(rb[w], size, 3) >= 0) rc = -EBADMSG;
       finished++;
     }
-    if (nt_now() - t0 > 120)
-      rc = -ETIME;
+    if (nt_now() - t0 > 120) rc = -ETIME;
   }
   for (int i = 0; i < window; i++)
     free(rb[i]);
@@ -889,8 +880,7 @@ TEST(test_close_states) {
   {
     void *rc_ = NULL;
     CHECK_EQ_INT(rail_net_accept(lc, &rc_), 0);
-    if (rc_ != NULL)
-      rail_net_close_recv(rc_);
+    if (rc_ != NULL) rail_net_close_recv(rc_);
   }
   CHECK_EQ_INT(rail_net_close_listen(lc), 0);
   t0 = nt_now();
@@ -963,25 +953,21 @@ TEST(test_ipv6_and_traffic_class) {
   CHECK_EQ_INT(rail_net_listen(nt_dev1, p.handle, &p.lc), 0);
   t0 = nt_now();
   while ((p.sc == NULL || p.rc == NULL) && nt_now() - t0 < 5) {
-    if (p.sc == NULL)
-      CHECK_EQ_INT(rail_net_connect(nt_dev1, p.handle, 0x28, &p.sc), 0);
-    if (p.rc == NULL)
-      CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
+    if (p.sc == NULL) CHECK_EQ_INT(rail_net_connect(nt_dev1, p.handle, 0x28, &p.sc), 0);
+    if (p.rc == NULL) CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
   }
   CHECK_EQ_INT(nt_roundtrip(&p, 100000, 4, 10), 0);
   nt_close(&p);
 
   /* A rail on ::1: the handle carries IPv6 addresses. */
   probe = socket(AF_INET6, SOCK_STREAM, 0);
-  if (probe < 0)
-    TEST_SKIP("no IPv6 here");
+  if (probe < 0) TEST_SKIP("no IPv6 here");
   memset(&r6, 0, sizeof(r6));
   {
     struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
     int bound = bind(probe, (struct sockaddr *)&a, sizeof(a));
     close(probe);
-    if (bound != 0)
-      TEST_SKIP("no IPv6 loopback here");
+    if (bound != 0) TEST_SKIP("no IPv6 loopback here");
   }
   snprintf(r6.name, sizeof(r6.name), "lo");
   in6->sin6_family = AF_INET6;
@@ -1008,31 +994,25 @@ static void nt_thread_cpus(const char *name, char *out, size_t len) {
     FILE *f;
     int match = 0;
 
-    if (e->d_name[0] == '.')
-      continue;
+    if (e->d_name[0] == '.') continue;
     snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
+    if ((f = fopen(path, "r")) == NULL) continue;
     match = fgets(line, sizeof(line), f) != NULL && strncmp(line, name, strlen(name)) == 0;
     fclose(f);
-    if (!match)
-      continue;
+    if (!match) continue;
     snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
+    if ((f = fopen(path, "r")) == NULL) continue;
     while (fgets(line, sizeof(line), f) != NULL)
       if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
         char *v = line + 18;
         while (*v == ' ' || *v == '\t')
           v++;
         v[strcspn(v, "\n")] = '\0';
-        if (strlen(v) < len)
-          memcpy(out, v, strlen(v) + 1);
+        if (strlen(v) < len) memcpy(out, v, strlen(v) + 1);
       }
     fclose(f);
   }
-  if (d != NULL)
-    closedir(d);
+  if (d != NULL) closedir(d);
 }
 
 /* Data threads run on the CPUs of their rail's NUMA node. Needs a model with
@@ -1047,8 +1027,7 @@ TEST(test_pinning) {
 
   if (file == NULL || strstr(file, "two-numa.xml") == NULL)
     TEST_SKIP("needs NCCL_RAIL_TOPO_FILE=tests/unit/net/two-numa.xml (ctest unit.net.pinning)");
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-    TEST_SKIP("needs two CPUs");
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) TEST_SKIP("needs two CPUs");
   nt_setup();
   r = nt_lo_iface("127.0.0.1", 100000);
   r.numa = 1;
@@ -1201,6 +1180,7 @@ TEST(test_make_vdevice) {
 RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live, test_sysfs_fake_tree,
                test_addr_helpers, test_devices_fused, test_common_pci, test_handle_roundtrip,
                test_hello_roundtrip, test_rail_matching, test_props, test_reg_mr, test_sizes,
-               test_in_flight, test_progress_per_pass, test_receiver_drives, test_irecv_n, test_truncation, test_two_rails_stripe,
-               test_two_rails_adapt, test_two_rails_small, test_version_mismatch, test_close_states,
-               test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nap_wakes, test_nstreams, test_make_vdevice)
+               test_in_flight, test_progress_per_pass, test_receiver_drives, test_irecv_n,
+               test_truncation, test_two_rails_stripe, test_two_rails_adapt, test_two_rails_small,
+               test_version_mismatch, test_close_states, test_ipv6_and_traffic_class, test_pinning,
+               test_nap_policy, test_nap_wakes, test_nstreams, test_make_vdevice)

@@ -16,11 +16,9 @@ static int nt_raw_client(const char *handle) {
   struct rail_handle h;
   int fd;
 
-  if (rail_handle_unpack(handle, &h) != 0)
-    return -1;
+  if (rail_handle_unpack(handle, &h) != 0) return -1;
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -1;
+  if (fd < 0) return -1;
   if (connect(fd, (struct sockaddr *)&h.rails[0], sizeof(struct sockaddr_in)) != 0) {
     close(fd);
     return -1;
@@ -92,22 +90,18 @@ TEST(test_strangers) {
   /* The real peer connects while the silent stranger still holds its socket. */
   t0 = nt_now();
   while ((p.sc == NULL || p.rc == NULL) && nt_now() - t0 < 3) {
-    if (p.sc == NULL)
-      CHECK_EQ_INT(rail_net_connect(nt_dev1, p.handle, -1, &p.sc), 0);
-    if (p.rc == NULL)
-      CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
+    if (p.sc == NULL) CHECK_EQ_INT(rail_net_connect(nt_dev1, p.handle, -1, &p.sc), 0);
+    if (p.rc == NULL) CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
   }
   CHECK(p.sc != NULL && p.rc != NULL);
-  if (p.sc != NULL && p.rc != NULL)
-    CHECK_EQ_INT(nt_roundtrip(&p, 1 << 20, 1, 10), 0);
+  if (p.sc != NULL && p.rc != NULL) CHECK_EQ_INT(nt_roundtrip(&p, 1 << 20, 1, 10), 0);
 
   /* Past its deadline the silent one is closed by the next accept call. */
   usleep(2100 * 1000);
   {
     void *rc_ = NULL;
     rail_net_accept(p.lc, &rc_);
-    if (rc_ != NULL)
-      rail_net_close_recv(rc_);
+    if (rc_ != NULL) rail_net_close_recv(rc_);
   }
   CHECK(nt_closed_by_server(silent));
   close(garbage);
@@ -166,10 +160,8 @@ TEST(test_fingerprint_mismatch) {
   p.handle[16 + 12] ^= 0x5a; /* the listener's fingerprint hash, as a peer unlike us would send */
   t0 = nt_now();
   while ((p.sc == NULL || p.rc == NULL) && nt_now() - t0 < 5) {
-    if (p.sc == NULL)
-      CHECK_EQ_INT(rail_net_connect(nt_dev1, p.handle, -1, &p.sc), 0);
-    if (p.rc == NULL)
-      CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
+    if (p.sc == NULL) CHECK_EQ_INT(rail_net_connect(nt_dev1, p.handle, -1, &p.sc), 0);
+    if (p.rc == NULL) CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
   }
   CHECK(nt_log_has("topology differs", "127.0.0.1"));
   CHECK(p.sc != NULL && p.rc != NULL);
@@ -238,13 +230,11 @@ static void nt_child_sender(int dev, char *handle) {
   double t0 = nt_now();
 
   while (sc == NULL && nt_now() - t0 < 10)
-    if (rail_net_connect(dev, handle, -1, &sc) != 0)
-      _exit(2);
+    if (rail_net_connect(dev, handle, -1, &sc) != 0) _exit(2);
   for (;;) { /* send until killed */
     void *req = NULL;
     int size;
-    if (nt_isend(sc, buf, n, 0, &req, 30) != 0 || nt_wait(req, &size, 30) != 0)
-      _exit(3);
+    if (nt_isend(sc, buf, n, 0, &req, 30) != 0 || nt_wait(req, &size, 30) != 0) _exit(3);
   }
 }
 
@@ -262,8 +252,7 @@ TEST(test_peer_killed) {
   CHECK_EQ_INT(rail_net_listen(nt_dev2, handle, &lc), 0);
   fflush(NULL);
   pid = fork();
-  if (pid == 0)
-    nt_child_sender(nt_dev2, handle);
+  if (pid == 0) nt_child_sender(nt_dev2, handle);
   CHECK(pid > 0);
   t0 = nt_now();
   while (rc_ == NULL && nt_now() - t0 < 10)
@@ -289,12 +278,10 @@ TEST(test_peer_killed) {
   waitpid(pid, &status, 0);
   t0 = nt_now();
   rc = nt_wait(req, &size, 10);
-  if (rc == 0)
-    fprintf(stderr, "  the whole message made it before the kill\n");
+  if (rc == 0) fprintf(stderr, "  the whole message made it before the kill\n");
   CHECK(rc == -ECONNRESET || rc == -EPIPE || rc == 0);
   CHECK(nt_now() - t0 < 3);
-  if (rc != 0)
-    CHECK(nt_log_has("127.0.0.1", "fail"));
+  if (rc != 0) CHECK(nt_log_has("127.0.0.1", "fail"));
   rail_net_close_recv(rc_);
   free(buf);
 }
@@ -346,10 +333,8 @@ static int nt_flow_post(struct nt_flow *f) {
     nt_fill(f->sb[w], sz, (uint64_t)f->posted);
     memset(f->rb[w], 0, sz);
     rc = nt_irecv(f->p->rc, f->rb[w], f->size, 0, &f->rr[w], 10);
-    if (rc == 0)
-      rc = nt_isend(f->p->sc, f->sb[w], sz, 0, &f->sr[w], 10);
-    if (rc != 0)
-      return rc;
+    if (rc == 0) rc = nt_isend(f->p->sc, f->sb[w], sz, 0, &f->sr[w], 10);
+    if (rc != 0) return rc;
     f->posted++;
   }
   return 0;
@@ -363,18 +348,15 @@ static int nt_flow_run(struct nt_flow *f, int until) {
   while (f->finished < until && f->finished < f->count) {
     if (f->posted < f->count && f->posted - f->finished < f->window) {
       int rc = nt_flow_post(f);
-      if (rc != 0)
-        return rc;
+      if (rc != 0) return rc;
       continue;
     }
     {
       int w = f->finished % f->window, s1 = -1, s2 = -1, e1, e2, rc;
       size_t sz = f->finished % 2 ? 3000 : f->size;
       rc = nt_wait2(f->sr[w], &s1, &e1, f->rr[w], &s2, &e2, 30);
-      if (rc == 0)
-        rc = e1 ? e1 : e2;
-      if (rc != 0)
-        return rc;
+      if (rc == 0) rc = e1 ? e1 : e2;
+      if (rc != 0) return rc;
       if ((size_t)s2 != sz || nt_check(f->rb[w], sz, (uint64_t)f->finished) >= 0) {
         fprintf(stderr, "  message %d: size %d, first bad byte %lld\n", f->finished, s2,
                 nt_check(f->rb[w], sz, (uint64_t)f->finished));
@@ -382,8 +364,7 @@ static int nt_flow_run(struct nt_flow *f, int until) {
       }
       f->finished++;
     }
-    if (nt_now() - t0 > 60)
-      return -ETIME;
+    if (nt_now() - t0 > 60) return -ETIME;
   }
   return 0;
 }
@@ -409,10 +390,8 @@ static void nt_rail_down_case(char side, int rail) {
     while (rs.rail_bytes[rail] == before && nt_now() - t0 < 10);
   }
   CHECK(rs.rail_bytes[rail] > before);
-  if (side == 's' || side == 'b')
-    CHECK_EQ_INT(rail_net_comm_rail_down(p.sc, rail), 0);
-  if (side == 'r' || side == 'b')
-    CHECK_EQ_INT(rail_net_comm_rail_down(p.rc, rail), 0);
+  if (side == 's' || side == 'b') CHECK_EQ_INT(rail_net_comm_rail_down(p.sc, rail), 0);
+  if (side == 'r' || side == 'b') CHECK_EQ_INT(rail_net_comm_rail_down(p.rc, rail), 0);
   CHECK_EQ_INT(nt_flow_run(&f, 20), 0);
   CHECK_EQ_INT(rail_net_comm_stats(p.sc, &ss), 0);
   before = ss.rail_bytes[rail];
@@ -521,7 +500,7 @@ TEST(test_all_rails_down) {
 }
 
 RAIL_TEST_MAIN(test_strangers, test_setup_timeouts, test_fingerprint_mismatch, test_peer_closes,
-               test_late_receiver,
-               test_peer_killed, test_rail_down_sender_data, test_rail_down_sender_control,
-               test_rail_down_receiver_data, test_rail_down_receiver_control, test_rail_down_both,
-               test_idle_side_follows, test_all_rails_down)
+               test_late_receiver, test_peer_killed, test_rail_down_sender_data,
+               test_rail_down_sender_control, test_rail_down_receiver_data,
+               test_rail_down_receiver_control, test_rail_down_both, test_idle_side_follows,
+               test_all_rails_down)

@@ -12,7 +12,8 @@
 static char last_warn[1024];
 static int nwarn;
 
-static void capture(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+static void capture(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...) {
   va_list ap;
   if (level != RAIL_LOG_WARN) return;
   va_start(ap, fmt);
@@ -75,7 +76,8 @@ static long long parse_size(const char *s) {
 }
 
 TEST(size_suffix_spellings_are_powers_of_1024) {
-  static const char *const k64[] = {"64K", "64k", "64KB", "64kb", "64Kb", "64KiB", "64kib", "64KIB"};
+  static const char *const k64[] = {"64K",  "64k",   "64KB",  "64kb",
+                                    "64Kb", "64KiB", "64kib", "64KIB"};
   for (size_t i = 0; i < sizeof(k64) / sizeof(k64[0]); i++) {
     if (parse_size(k64[i]) != 65536) fprintf(stderr, "  spelling \"%s\"\n", k64[i]);
     CHECK_EQ_INT(parse_size(k64[i]), 65536);
@@ -111,9 +113,9 @@ TEST(size_overflow_is_erange) {
 }
 
 TEST(size_garbage_empty_and_negative_are_einval) {
-  static const char *const bad[] = {
-      "",    "-1",  "-4K", "+4",   " 4",  "4 ",  "4 K", "4X",  "4KX", "4KBB", "4Ki", "4iB",
-      "4.5M", "1e6", "K",  "KiB",  "B",   "0x",  "0x1K", "0xg", "4MiBs", "--1", "4-", "0x-1"};
+  static const char *const bad[] = {"",    "-1",   "-4K",  "+4",  " 4",    "4 ",  "4 K", "4X",
+                                    "4KX", "4KBB", "4Ki",  "4iB", "4.5M",  "1e6", "K",   "KiB",
+                                    "B",   "0x",   "0x1K", "0xg", "4MiBs", "--1", "4-",  "0x-1"};
   uint64_t v = 7;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     if (parse_size(bad[i]) != -EINVAL) fprintf(stderr, "  input \"%s\"\n", bad[i]);
@@ -180,4 +182,5 @@ TEST(param_int_takes_sizes_and_keeps_negatives) {
 RAIL_TEST_MAIN(errors_map_once_at_the_edge, param_defaults_and_suffixes,
                param_bad_value_warns_naming_the_variable_and_keeps_default,
                size_suffix_spellings_are_powers_of_1024, size_overflow_is_erange,
-               size_garbage_empty_and_negative_are_einval, param_int_takes_sizes_and_keeps_negatives)
+               size_garbage_empty_and_negative_are_einval,
+               param_int_takes_sizes_and_keeps_negatives)

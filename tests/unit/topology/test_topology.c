@@ -24,12 +24,14 @@
 static char logbuf[16384];
 static int nwarn;
 
-static void capture(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+static void capture(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...) {
   size_t o = strlen(logbuf);
   va_list ap;
   if (level == RAIL_LOG_WARN) nwarn++;
   if (level > RAIL_LOG_INFO || o + 2 >= sizeof(logbuf)) return;
-  o += (size_t)snprintf(logbuf + o, sizeof(logbuf) - o, "%s ", level == RAIL_LOG_WARN ? "WARN" : "INFO");
+  o += (size_t)snprintf(logbuf + o, sizeof(logbuf) - o, "%s ",
+                        level == RAIL_LOG_WARN ? "WARN" : "INFO");
   va_start(ap, fmt);
   if (o < sizeof(logbuf)) o += (size_t)vsnprintf(logbuf + o, sizeof(logbuf) - o, fmt, ap);
   va_end(ap);
@@ -64,7 +66,8 @@ static struct rail_topo *load_fixture(const char *sub, const char *name, int *rc
   }
   rc = rail_topo_load_file(name, &topo);
   if (chdir(cwd) != 0) rail_test_failed_checks++;
-  if (rc_out != NULL) *rc_out = rc;
+  if (rc_out != NULL)
+    *rc_out = rc;
   else if (rc != 0) {
     fprintf(stderr, "%s: loading %s failed: %s\n", rail_test_current, name, strerror(-rc));
     rail_test_failed_checks++;
@@ -225,15 +228,19 @@ static int mkparent(const char *path) {
 static int build_tree(const char *root, const char *manifest) {
   char *copy = strdup(manifest), *save = NULL, *line;
   int rc = 0;
-  for (line = strtok_r(copy, "\n", &save); line != NULL && rc == 0; line = strtok_r(NULL, "\n", &save)) {
+  for (line = strtok_r(copy, "\n", &save); line != NULL && rc == 0;
+       line = strtok_r(NULL, "\n", &save)) {
     char path[PATH_MAX], *sep;
     const char *value = NULL, *target = NULL;
     size_t n = strlen(line);
     int len;
     if (line[0] == '#' || n == 0) continue;
-    if ((sep = strstr(line, " -> ")) != NULL) target = sep + 4;
-    else if ((sep = strstr(line, " = ")) != NULL) value = sep + 3;
-    else if (line[n - 1] != '/') continue;
+    if ((sep = strstr(line, " -> ")) != NULL)
+      target = sep + 4;
+    else if ((sep = strstr(line, " = ")) != NULL)
+      value = sep + 3;
+    else if (line[n - 1] != '/')
+      continue;
     if (sep != NULL) *sep = '\0';
     len = snprintf(path, sizeof(path), "%s/%s", root, line);
     if (len < 0 || (size_t)len >= sizeof(path)) {
@@ -252,7 +259,8 @@ static int build_tree(const char *root, const char *manifest) {
     } else {
       rc = mkdirs(path);
     }
-    if (rc != 0) fprintf(stderr, "%s: cannot create %s: %s\n", rail_test_current, path, strerror(errno));
+    if (rc != 0)
+      fprintf(stderr, "%s: cannot create %s: %s\n", rail_test_current, path, strerror(errno));
   }
   free(copy);
   return rc;
@@ -313,10 +321,13 @@ TEST(ndv4_four_rails_of_two_ib_nics) {
   CHECK_EQ_INT(t->nnuma, 4);
   CHECK_EQ_INT(t->ngroups, 4);
   CHECK_EQ_INT(t->nvswitches, 0);
-  for (int n = 0; n < t->nnics; n++) CHECK(t->nics[n].flags & RAIL_NIC_IB);
-  for (size_t r = 0; r < sizeof(rails) / sizeof(rails[0]); r++) check_rail(t, &rails[r]);
+  for (int n = 0; n < t->nnics; n++)
+    CHECK(t->nics[n].flags & RAIL_NIC_IB);
+  for (size_t r = 0; r < sizeof(rails) / sizeof(rails[0]); r++)
+    check_rail(t, &rails[r]);
   /* GPUs of another NUMA node are SYS. */
-  CHECK_EQ_INT(t->path[gpu_by_bus(t, "0001:00:00.0")][nic_by_bus(t, "0103:00:00.0")], RAIL_PATH_SYS);
+  CHECK_EQ_INT(t->path[gpu_by_bus(t, "0001:00:00.0")][nic_by_bus(t, "0103:00:00.0")],
+               RAIL_PATH_SYS);
   CHECK_EQ_STR(t->pci[t->groups[t->nics[nic_by_bus(t, "0101:00:00.0")].group].pci].bus_id,
                "ffff:ff:02.0");
   CHECK_EQ_STR(t->numa[1].cpulist, "24-47");
@@ -346,8 +357,10 @@ TEST(ndv5_eight_gpu_nic_pairs_one_per_switch) {
     check_rail(t, &w);
   }
   /* Another switch of the same socket: through the CPU's root complex. */
-  CHECK_EQ_INT(t->path[gpu_by_bus(t, "0001:00:00.0")][nic_by_bus(t, "0102:00:00.0")], RAIL_PATH_PHB);
-  CHECK_EQ_INT(t->path[gpu_by_bus(t, "0001:00:00.0")][nic_by_bus(t, "0105:00:00.0")], RAIL_PATH_SYS);
+  CHECK_EQ_INT(t->path[gpu_by_bus(t, "0001:00:00.0")][nic_by_bus(t, "0102:00:00.0")],
+               RAIL_PATH_PHB);
+  CHECK_EQ_INT(t->path[gpu_by_bus(t, "0001:00:00.0")][nic_by_bus(t, "0105:00:00.0")],
+               RAIL_PATH_SYS);
   check_fixture_golden(t, "nccl-azure-ndv5.xml");
   rail_topo_free(t);
 }
@@ -364,8 +377,10 @@ TEST(p4d_one_efa_nic_per_two_gpus) {
   CHECK_EQ_INT(t->ngpus, 8);
   CHECK_EQ_INT(t->nnics, 4);
   CHECK_EQ_INT(t->ngroups, 4);
-  for (int n = 0; n < t->nnics; n++) CHECK(!(t->nics[n].flags & RAIL_NIC_IB)); /* EFA: 0x0200 */
-  for (size_t r = 0; r < sizeof(rails) / sizeof(rails[0]); r++) check_rail(t, &rails[r]);
+  for (int n = 0; n < t->nnics; n++)
+    CHECK(!(t->nics[n].flags & RAIL_NIC_IB)); /* EFA: 0x0200 */
+  for (size_t r = 0; r < sizeof(rails) / sizeof(rails[0]); r++)
+    check_rail(t, &rails[r]);
   CHECK_EQ_STR(t->numa[0].cpulist, "0-23,48-71");
   check_fixture_golden(t, "nccl-aws-p4d.xml");
   rail_topo_free(t);
@@ -380,8 +395,9 @@ TEST(p5_four_efa_nics_per_gpu) {
   CHECK_EQ_INT(t->nnics, 32);
   CHECK_EQ_INT(t->ngroups, 8);
   /* GPU at <sw>:x0:00.0 has NICs x1..x4 beside it, all 100G. */
-  static const char *const gpus[] = {"0000:4f:00.0", "0000:60:00.0", "0000:70:00.0", "0000:80:00.0",
-                                     "0000:90:00.0", "0000:a0:00.0", "0000:b0:00.0", "0000:c0:00.0"};
+  static const char *const gpus[] = {"0000:4f:00.0", "0000:60:00.0", "0000:70:00.0",
+                                     "0000:80:00.0", "0000:90:00.0", "0000:a0:00.0",
+                                     "0000:b0:00.0", "0000:c0:00.0"};
   static const char *const nics[][4] = {
       {"0000:50:00.0", "0000:51:00.0", "0000:52:00.0", "0000:53:00.0"},
       {"0000:61:00.0", "0000:62:00.0", "0000:63:00.0", "0000:64:00.0"},
@@ -393,7 +409,8 @@ TEST(p5_four_efa_nics_per_gpu) {
       {"0000:c1:00.0", "0000:c2:00.0", "0000:c3:00.0", "0000:c4:00.0"},
   };
   for (int g = 0; g < 8; g++) {
-    struct want_rail w = {{nics[g][0], nics[g][1], nics[g][2], nics[g][3]}, {gpus[g]}, 0, RAIL_PATH_PIX};
+    struct want_rail w = {
+        {nics[g][0], nics[g][1], nics[g][2], nics[g][3]}, {gpus[g]}, 0, RAIL_PATH_PIX};
     check_rail(t, &w);
     CHECK_EQ_INT(t->groups[t->nics[nic_by_bus(t, nics[g][0])].group].speed_mbps, 400000);
   }
@@ -415,9 +432,11 @@ TEST(dgx2_sixteen_gpus_behind_plx_switches) {
   CHECK_EQ_INT(t->nvswitches, 12);
   CHECK_EQ_INT(t->nvlink, 1);
   CHECK_EQ_INT(t->ngroups, 0);
-  for (int g = 0; g < t->ngpus; g++) n0 += numa_os(t, t->gpus[g].numa) == 0;
+  for (int g = 0; g < t->ngpus; g++)
+    n0 += numa_os(t, t->gpus[g].numa) == 0;
   CHECK_EQ_INT(n0, 8);
-#define GPU_PATH(a, b) rail_topo_pci_path(t, t->gpus[gpu_by_bus(t, a)].pci, t->gpus[gpu_by_bus(t, b)].pci)
+#define GPU_PATH(a, b)                                                                             \
+  rail_topo_pci_path(t, t->gpus[gpu_by_bus(t, a)].pci, t->gpus[gpu_by_bus(t, b)].pci)
   /* Two V100s on one PLX: PIX; two PLX below a common one: PXB; the other
    * root complex of the socket: NODE; the other socket: SYS. */
   CHECK_EQ_INT(GPU_PATH("0000:34:00.0", "0000:36:00.0"), RAIL_PATH_PIX);
@@ -470,8 +489,14 @@ free_topo:
 TEST(dual_rail_one_nic_per_socket) {
   struct rail_topo *t = load_fixture("", "crafted-dual-rail-socket.xml", NULL);
   static const struct want_rail rails[] = {
-      {{"0000:30:00.0"}, {"0000:11:00.0", "0000:12:00.0", "0000:21:00.0", "0000:22:00.0"}, 0, RAIL_PATH_PHB},
-      {{"0000:b0:00.0"}, {"0000:91:00.0", "0000:92:00.0", "0000:a1:00.0", "0000:a2:00.0"}, 1, RAIL_PATH_PHB},
+      {{"0000:30:00.0"},
+       {"0000:11:00.0", "0000:12:00.0", "0000:21:00.0", "0000:22:00.0"},
+       0,
+       RAIL_PATH_PHB},
+      {{"0000:b0:00.0"},
+       {"0000:91:00.0", "0000:92:00.0", "0000:a1:00.0", "0000:a2:00.0"},
+       1,
+       RAIL_PATH_PHB},
   };
   struct rail_topo_fp fp;
   char buf[64];
@@ -479,7 +504,8 @@ TEST(dual_rail_one_nic_per_socket) {
   CHECK_EQ_INT(t->ngpus, 8);
   CHECK_EQ_INT(t->nnics, 2);
   CHECK_EQ_INT(t->ngroups, 2);
-  for (size_t r = 0; r < 2; r++) check_rail(t, &rails[r]);
+  for (size_t r = 0; r < 2; r++)
+    check_rail(t, &rails[r]);
   rail_topo_fingerprint(t, &fp);
   CHECK_EQ_STR(rail_topo_fp_str(&fp, buf, sizeof(buf)), "2x(1x200G) 8 GPU");
   check_fixture_golden(t, "crafted-dual-rail-socket.xml");
@@ -488,7 +514,8 @@ TEST(dual_rail_one_nic_per_socket) {
 
 TEST(pcie_host_without_switches) {
   struct rail_topo *t = load_fixture("", "crafted-pcie-no-switch.xml", NULL);
-  struct want_rail w = {{"0000:03:00.0", "0000:03:00.1"}, {"0000:01:00.0", "0000:02:00.0"}, 0, RAIL_PATH_PHB};
+  struct want_rail w = {
+      {"0000:03:00.0", "0000:03:00.1"}, {"0000:01:00.0", "0000:02:00.0"}, 0, RAIL_PATH_PHB};
   char *text;
   if (t == NULL) return;
   CHECK_EQ_INT(t->ngpus, 4);
@@ -545,7 +572,8 @@ TEST(slow_nic_is_flagged_and_not_fused) {
   CHECK(t->nics[slow].group != t->nics[nic_by_name(t, "mlx5_0")].group);
   CHECK_EQ_INT(t->groups[t->nics[nic_by_name(t, "mlx5_0")].group].speed_mbps, 400000);
   text = print_text(t);
-  CHECK(strstr(text, "NIC mlx5_1 (100G): 100G, slower than its rail peers (200G); not fused") != NULL);
+  CHECK(strstr(text, "NIC mlx5_1 (100G): 100G, slower than its rail peers (200G); not fused") !=
+        NULL);
   free(text);
   check_fixture_golden(t, "crafted-mixed-speed.xml");
 free_topo:
@@ -597,7 +625,8 @@ TEST(sysfs_tree_nics_speeds_states_and_mappings) {
   ib0 = nic_by_name(t, "ib0"), ib1 = nic_by_name(t, "ib1"), eth2 = nic_by_name(t, "eth2");
   eth3 = nic_by_name(t, "eth3"), efa = nic_by_name(t, "efa0"), v0 = nic_by_name(t, "v0");
   v1 = nic_by_name(t, "v1"), dock = nic_by_name(t, "docker0");
-  CHECK(ib0 >= 0 && ib1 >= 0 && eth2 >= 0 && eth3 >= 0 && efa >= 0 && v0 >= 0 && v1 >= 0 && dock >= 0);
+  CHECK(ib0 >= 0 && ib1 >= 0 && eth2 >= 0 && eth3 >= 0 && efa >= 0 && v0 >= 0 && v1 >= 0 &&
+        dock >= 0);
   if (ib0 < 0 || ib1 < 0 || eth2 < 0 || eth3 < 0 || efa < 0 || v0 < 0 || v1 < 0 || dock < 0)
     goto free_topo;
 
@@ -703,7 +732,8 @@ TEST(sysfs_groups_hold_at_most_four_nics) {
   struct rail_topo *t = NULL;
   const char *root;
 
-  o += (size_t)snprintf(manifest + o, sizeof(manifest) - o, "sys/devices/system/node/node0/cpulist = 0\n");
+  o += (size_t)snprintf(manifest + o, sizeof(manifest) - o,
+                        "sys/devices/system/node/node0/cpulist = 0\n");
   for (int i = 0; i < 6; i++)
     o += (size_t)snprintf(manifest + o, sizeof(manifest) - o,
                           "sys/class/net/v%d -> ../../devices/virtual/net/v%d\n"
@@ -771,8 +801,9 @@ static void check_bad(const char *name, int want_rc, const char *want_msg) {
 TEST(bad_input_gives_clear_errors) {
   check_bad("missing.xml", -ENOENT, "missing.xml: cannot open: No such file or directory");
   check_bad("empty-file.xml", -ENODATA, "empty-file.xml: the file is empty");
-  check_bad("malformed.xml", -EINVAL,
-            "malformed.xml:8: malformed XML: closing tag </cpu> does not match <pci> opened at line 3");
+  check_bad(
+      "malformed.xml", -EINVAL,
+      "malformed.xml:8: malformed XML: closing tag </cpu> does not match <pci> opened at line 3");
   check_bad("empty-system.xml", -ENODATA, "empty-system.xml:2: empty topology");
   check_bad("bad-class.xml", -EINVAL, "bad-class.xml:4: <pci> has a bad class \"network\"");
   check_bad("bad-root.xml", -EINVAL, "bad-root.xml:2: root element <machine> is neither");
@@ -795,7 +826,8 @@ TEST(xml_reader_reports_the_line) {
   static const struct {
     const char *text, *msg;
   } cases[] = {
-      {"<a>\n<b x=\"1\">\n</a>", "t.xml:3: malformed XML: closing tag </a> does not match <b> opened at line 2"},
+      {"<a>\n<b x=\"1\">\n</a>",
+       "t.xml:3: malformed XML: closing tag </a> does not match <b> opened at line 2"},
       {"<a x=1/>", "t.xml:1: malformed XML: value of attribute x in <a> is not quoted"},
       {"<a x=\"1\" x=\"2\"/>", "attribute x repeated"},
       {"<a>\n<!-- never closed\n</a>", "t.xml:2: malformed XML: unterminated comment"},
@@ -812,16 +844,18 @@ TEST(xml_reader_reports_the_line) {
     capture_stop();
     CHECK(root == NULL);
     if (strstr(logbuf, cases[i].msg) == NULL) {
-      fprintf(stderr, "%s: case %zu: log lacks \"%s\":\n%s", rail_test_current, i, cases[i].msg, logbuf);
+      fprintf(stderr, "%s: case %zu: log lacks \"%s\":\n%s", rail_test_current, i, cases[i].msg,
+              logbuf);
       rail_test_failed_checks++;
     }
   }
 }
 
 TEST(xml_reader_decodes_and_skips) {
-  static const char text[] = "<?xml version=\"1.0\"?>\n<!DOCTYPE t [ <!ENTITY x \"y\"> ]>\n"
-                             "<!-- c --><t a='1 &amp; 2' b=\"&lt;&#65;&#x42;&gt;\">text<![CDATA[<x>]]>"
-                             "<u/><v></v></t>\n";
+  static const char text[] =
+      "<?xml version=\"1.0\"?>\n<!DOCTYPE t [ <!ENTITY x \"y\"> ]>\n"
+      "<!-- c --><t a='1 &amp; 2' b=\"&lt;&#65;&#x42;&gt;\">text<![CDATA[<x>]]>"
+      "<u/><v></v></t>\n";
   struct rail_xml_node *root = NULL;
   CHECK_EQ_INT(rail_xml_parse_buf("t.xml", text, strlen(text), &root), 0);
   if (root == NULL) return;
@@ -874,9 +908,11 @@ TEST(damaged_files_never_crash) {
         if (j > 0 && cut < len) copy[cut] = junk[j - 1];
         if (rail_xml_parse_buf(files[f], copy, n, &root) == 0) {
           int rc = strcmp(root->name, "system") == 0 ? rail_topo_load_nccl_xml(files[f], root, &t)
-                                                      : rail_topo_load_hwloc_xml(files[f], root, &t);
-          if (rc == 0) loaded++, rail_topo_free(t);
-          else failed++;
+                                                     : rail_topo_load_hwloc_xml(files[f], root, &t);
+          if (rc == 0)
+            loaded++, rail_topo_free(t);
+          else
+            failed++;
           rail_xml_free(root);
         } else {
           failed++;
@@ -956,8 +992,10 @@ TEST(live_discovery_on_this_machine) {
   CHECK(t->nnuma >= 1);
   text = print_text(t);
   /* This must hold on a GPU machine too. */
-  if (t->ngpus == 0) CHECK(strstr(text, "no GPUs found") != NULL);
-  else CHECK(strstr(text, "GPU0") != NULL);
+  if (t->ngpus == 0)
+    CHECK(strstr(text, "no GPUs found") != NULL);
+  else
+    CHECK(strstr(text, "GPU0") != NULL);
   free(text);
   rail_topo_free(t);
   CHECK_EQ_INT(rail_topo_load_sysfs("", &t), 0);
@@ -1100,7 +1138,8 @@ TEST(peer_mismatch_is_logged_once_and_remembered) {
   capture_start();
   CHECK_EQ_INT(rail_topo_fp_note_peer(&same, "node-a"), 0);
   CHECK_EQ_INT(rail_topo_fp_job_mismatch(), 0);
-  for (int i = 0; i < 4; i++) CHECK_EQ_INT(pthread_create(&th[i], NULL, note_peer_thread, res[i]), 0);
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ_INT(pthread_create(&th[i], NULL, note_peer_thread, res[i]), 0);
   for (int i = 0; i < 4; i++) {
     pthread_join(th[i], NULL);
     CHECK_EQ_INT(res[i][0], 1);
@@ -1148,11 +1187,11 @@ RAIL_TEST_MAIN(ndv4_four_rails_of_two_ib_nics, ndv5_eight_gpu_nic_pairs_one_per_
                vm_virtual_nics_without_pci_path, slow_nic_is_flagged_and_not_fused,
                every_fixture_matches_its_golden_output, sysfs_tree_nics_speeds_states_and_mappings,
                sysfs_veth_rig_fuses_v0_and_v1, sysfs_groups_hold_at_most_four_nics,
-               sysfs_root_from_the_tunable, sysfs_bad_root_is_an_error, bad_input_gives_clear_errors,
-               unknown_pci_classes_are_ignored, xml_reader_reports_the_line,
-               xml_reader_decodes_and_skips, masks_to_cpulists, bad_topo_file_falls_back_and_says_why,
-               damaged_files_never_crash, topo_file_is_loaded_and_given_local_paths,
-               live_discovery_on_this_machine, live_hwloc_walker_agrees_with_the_export_reader,
-               get_falls_back_to_an_empty_model, fingerprints_tell_machines_apart,
-               peer_mismatch_is_logged_once_and_remembered,
+               sysfs_root_from_the_tunable, sysfs_bad_root_is_an_error,
+               bad_input_gives_clear_errors, unknown_pci_classes_are_ignored,
+               xml_reader_reports_the_line, xml_reader_decodes_and_skips, masks_to_cpulists,
+               bad_topo_file_falls_back_and_says_why, damaged_files_never_crash,
+               topo_file_is_loaded_and_given_local_paths, live_discovery_on_this_machine,
+               live_hwloc_walker_agrees_with_the_export_reader, get_falls_back_to_an_empty_model,
+               fingerprints_tell_machines_apart, peer_mismatch_is_logged_once_and_remembered,
                json_output_has_the_same_content)

@@ -118,7 +118,8 @@ static double edge_at(const struct band *b, double ranks) {
 
   if (b->npts == 0) return INF;
   if (b->npts == 1 || ranks <= p[0].ranks) return p[0].bytes;
-  while (i + 2 < b->npts && ranks > p[i + 1].ranks) i++;
+  while (i + 2 < b->npts && ranks > p[i + 1].ranks)
+    i++;
   /* An unbounded vertex: unbounded up to the next one. */
   if (p[i].bytes >= INF || p[i + 1].bytes >= INF)
     return ranks >= p[i + 1].ranks ? p[i + 1].bytes : INF;

@@ -332,14 +332,16 @@ TEST(decide_skips_unavailable_entries) {
     size_t bytes = (size_t)1 << l;
     CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, bytes, 1, NULL, &free_choice), 0);
     for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-      for (int p = 0; p < RAIL_PROTO_COUNT; p++) t[a][p] = 1;
+      for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+        t[a][p] = 1;
     t[free_choice.algo][free_choice.proto] = NCCL_ALGO_PROTO_IGNORE;
     CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, bytes, 1, (const float(*)[3])t, &c), 0);
     CHECK(!(c.algo == free_choice.algo && c.proto == free_choice.proto));
     CHECK(c.cost.time_us >= free_choice.cost.time_us);
   }
   for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++) t[a][p] = NCCL_ALGO_PROTO_IGNORE;
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      t[a][p] = NCCL_ALGO_PROTO_IGNORE;
   t[RAIL_ALGO_COLLNET_DIRECT][RAIL_PROTO_SIMPLE] = 5; /* only one we never model */
   CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, 64, 1, (const float(*)[3])t, &c),
                -ENOENT);
@@ -695,14 +697,16 @@ TEST(table_site_rules_apply) {
   CHECK(path != NULL);
   capture_start();
   ctx = make_ctx(2, 8, path);
-  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++) (&t[0][0])[i] = 100;
+  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++)
+    (&t[0][0])[i] = 100;
   rail_tuner_get_coll_info(ctx, RAIL_COLL_ALLREDUCE, 1 << 20, 1, &t[0][0], 7, 3, &nch);
   CHECK_EQ_INT(count_zero(t, &a, &p), 1);
   CHECK_EQ_INT(a, RAIL_ALGO_RING);
   CHECK_EQ_INT(p, RAIL_PROTO_SIMPLE);
   CHECK_EQ_INT(nch, 6);
 
-  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++) (&t[0][0])[i] = 100;
+  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++)
+    (&t[0][0])[i] = 100;
   t[RAIL_ALGO_TREE][RAIL_PROTO_LL] = NCCL_ALGO_PROTO_IGNORE;
   nch = 0;
   rail_tuner_get_coll_info(ctx, RAIL_COLL_ALLREDUCE, 5 << 20, 1, &t[0][0], 7, 3, &nch);
@@ -877,7 +881,8 @@ TEST(abi_rules_file_from_environment) {
   setenv("NCCL_RAIL_TUNER_FILE", path, 1);
   rail_param_reload();
   CHECK_EQ_INT(ncclTunerPlugin_v5.init(&ctx, 7, 16, 2, NULL, NULL, NULL), ncclSuccess);
-  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++) (&t[0][0])[i] = 10;
+  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++)
+    (&t[0][0])[i] = 10;
   ncclTunerPlugin_v5.getCollInfo(ctx, ncclFuncReduce, 123, 1, (float **)t, 7, 3, 0, &nch);
   CHECK_EQ_INT(count_zero(t, &a, &p), 1);
   CHECK_EQ_INT(a, RAIL_ALGO_RING);
