@@ -37,6 +37,11 @@ struct rail_net_props {
   size_t max_p2p_bytes;
   size_t max_coll_bytes;
   int numa; /* -1 if unknown */
+  /* Net v12: which fabric rail and plane the device sits on, the same
+   * numbers on every node for NICs that reach one another; -1 = unknown
+   * (never 0 by default, which would put every NIC on rail 0). */
+  int rail_id;
+  int plane_id;
 };
 
 /* Refcounted: discovery runs on the first init of the process; the last fini

@@ -11,7 +11,7 @@
 #include "net/net.h"
 #include "plugin/abi/nccl_net.h"
 #include "plugin/errors.h"
-#include "plugin/log.h"
+#include "common/log.h"
 
 #define RAIL_EXPORT __attribute__((visibility("default")))
 #define RAIL_NET_NAME "Rail"

@@ -11,7 +11,7 @@
 
 #include "plugin/abi/nccl_tuner.h"
 #include "plugin/errors.h"
-#include "plugin/log.h"
+#include "common/log.h"
 #include "tuner/tuner.h"
 
 #define RAIL_EXPORT __attribute__((visibility("default")))

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "plugin/abi/nccl_net.h"
-#include "plugin/param.h"
+#include "common/param.h"
 #include "tools/cli.h"
 #include "tools/netdrive.h"
 
@@ -998,7 +998,7 @@ static int bench_have_iperf3(void) {
 }
 
 /* Runs iperf3 with argv, stdout into out; kills it after limit_s. */
-static int bench_spawn(char *const argv[], char *out, size_t outlen, int limit_s, pid_t *bg) {
+static int bench_spawn(const char *const argv[], char *out, size_t outlen, int limit_s, pid_t *bg) {
   int pfd[2] = {-1, -1};
   size_t got = 0;
   pid_t pid;
@@ -1011,7 +1011,7 @@ static int bench_spawn(char *const argv[], char *out, size_t outlen, int limit_s
     int null = open("/dev/null", O_RDWR);
     dup2(out != NULL ? pfd[1] : null, 1);
     dup2(null, 2);
-    execvp(argv[0], argv);
+    execvp(argv[0], (char *const *)argv); /* execvp never writes them */
     _exit(127);
   }
   if (bg != NULL) {
@@ -1062,7 +1062,7 @@ static void bench_iperf3(struct bench *b, double *gbps) {
     pid_t srv = 0;
     port = have ? bench_free_port() : 0;
     if (port > 0) {
-      char *argv[] = {"iperf3", "-s", "-1", "-p", port_s, "-B", b->addrs[0], NULL};
+      const char *argv[] = {"iperf3", "-s", "-1", "-p", port_s, "-B", b->addrs[0], NULL};
       snprintf(port_s, sizeof(port_s), "%d", port);
       if (bench_spawn(argv, NULL, 0, 0, &srv) != 0) port = 0;
     }
@@ -1077,8 +1077,8 @@ static void bench_iperf3(struct bench *b, double *gbps) {
   snprintf(streams_s, sizeof(streams_s), "%d", b->nstreams);
   snprintf(secs_s, sizeof(secs_s), "%d", b->cfg.iperf3_secs);
   {
-    char *argv[] = {"iperf3",  "-c", b->addrs[0], "-p", port_s, "-P",
-                    streams_s, "-t", secs_s,      "-J", NULL};
+    const char *argv[] = {"iperf3",  "-c", b->addrs[0], "-p", port_s, "-P",
+                          streams_s, "-t", secs_s,      "-J", NULL};
     /* The server needs a moment to listen; a refused client is retried. */
     for (int tries = 0; tries < 20 && *gbps < 0; tries++) {
       usleep(100000);

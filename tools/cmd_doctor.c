@@ -15,10 +15,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "net/ifaces.h"
-#include "net/verbs_api.h"
-#include "net/verbs_dev.h"
-#include "plugin/param.h"
+#include "net/core/ifaces.h"
+#include "net/verbs/api.h"
+#include "net/verbs/dev.h"
+#include "common/param.h"
 #include "tools/cli.h"
 #include "topology/topo.h"
 
@@ -54,11 +54,16 @@ static int rail_doctor_read_int(const char *path, long *out) {
   return ok ? 0 : -1;
 }
 
-static void rail_doctor_sysfs(char *buf, size_t len, const char *fmt, const char *arg) {
+static void rail_doctor_sysfs(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void rail_doctor_sysfs(char *buf, size_t len, const char *fmt, ...) {
   const char *root = rail_param_str(RAIL_PARAM_SYSFS_ROOT);
   char rel[256];
+  va_list ap;
 
-  snprintf(rel, sizeof(rel), fmt, arg);
+  va_start(ap, fmt);
+  vsnprintf(rel, sizeof(rel), fmt, ap);
+  va_end(ap);
   snprintf(buf, len, "%s%s", root, rel);
 }
 
@@ -152,7 +157,7 @@ static const char *rail_doctor_iface_str(const struct rail_iface *ifc, char *buf
  * and loose rp_filter it answers ARP for both addresses on whichever NIC it
  * likes, so all traffic ends up on one rail. The check looks at exactly the
  * interfaces and addresses the plugin will use (the same discovery and
- * NCCL_RAIL_IFNAMES selection as net/rail_net.c), IPv6 included. */
+ * NCCL_RAIL_IFNAMES selection as net/core/net.c), IPv6 included. */
 static void rail_doctor_subnets(struct rail_doctor *d) {
   const char *spec = rail_param_str(RAIL_PARAM_IFNAMES);
   struct rail_iface *ifs;

@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plugin/param.h"
+#include "common/param.h"
 #include "tools/cli.h"
 
 int rail_cmd_env(int argc, char **argv) {

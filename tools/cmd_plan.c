@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/param.h"
+#include "common/param.h"
 #include "tools/cli.h"
 #include "topology/topo.h"
 #include "tuner/model.h"

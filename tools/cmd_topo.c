@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plugin/param.h"
+#include "common/param.h"
 #include "tools/cli.h"
 #include "topology/topo.h"
 

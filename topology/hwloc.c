@@ -6,7 +6,7 @@
 #include <hwloc.h>
 #include <string.h>
 
-#include "plugin/log.h"
+#include "common/log.h"
 #include "topology/topo_int.h"
 
 static const char *const rail_hwloc_skip[] = {"pci",  "gl",   "opencl",   "cuda",

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/log.h"
+#include "common/log.h"
 #include "topology/topo_int.h"
 
 /* OS device types: an enum up to hwloc 2.x, flags from 3.0 on. */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/log.h"
+#include "common/log.h"
 #include "topology/topo_int.h"
 
 struct nccl_ctx {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/log.h"
+#include "common/log.h"
 #include "topology/topo_int.h"
 
 /* Interfaces considered before the model's own limit applies: a host with

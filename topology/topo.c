@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/log.h"
-#include "plugin/param.h"
+#include "common/log.h"
+#include "common/param.h"
 #include "topology/topo_int.h"
 
 const char *rail_path_name(enum rail_path p) {

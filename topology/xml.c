@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "plugin/log.h"
+#include "common/log.h"
 #include "topology/topo_int.h"
 
 /* Topology files are tens of kilobytes; this only guards against reading a

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "plugin/log.h"
-#include "plugin/param.h"
+#include "common/log.h"
+#include "common/param.h"
 #include "tuner/model.h"
 
 #define MAX_TOKENS 16

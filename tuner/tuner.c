@@ -9,8 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "plugin/log.h"
-#include "plugin/param.h"
+#include "common/log.h"
+#include "common/param.h"
 #include "tuner/rules.h"
 
 /* One bucket per power of two of the size, for logging choices only when

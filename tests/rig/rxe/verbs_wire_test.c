@@ -42,11 +42,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/verbs_api.h"
-#include "net/verbs_dev.h"
-#include "net/verbs_transport.h"
-#include "net/verbs_wire.h"
-#include "plugin/log.h"
+#include "net/verbs/api.h"
+#include "net/verbs/dev.h"
+#include "net/verbs/transport.h"
+#include "net/verbs/wire.h"
+#include "common/log.h"
 
 #define MAX_INFLIGHT RAIL_VERBS_FIFO
 
@@ -548,7 +548,7 @@ static int run_portdown(struct rail_verbs_conn *c, int is_sender, int fd) {
   return 0;
 }
 
-/* transport: the engine-facing layer (net/verbs_transport.c) as setup.c
+/* transport: the engine-facing layer (net/verbs/transport.c) as setup.c
  * would drive it: the side channel is a non-blocking stream socket standing
  * in for rail 0's control stream, the QP exchange is stepped until done,
  * then NCCL-shaped calls (int sizes, NULL requests when full) move 200

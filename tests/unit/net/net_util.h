@@ -15,11 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/devices.h"
-#include "net/ifaces.h"
+#include "net/core/devices.h"
+#include "net/core/ifaces.h"
 #include "net/net.h"
-#include "plugin/log.h"
-#include "plugin/param.h"
+#include "common/log.h"
+#include "common/param.h"
 #include "test.h"
 
 static inline double nt_now(void) {

@@ -5,9 +5,9 @@
 #include <netinet/in.h>
 #include <sys/stat.h>
 
-#include "net/handle.h"
-#include "net/nap.h"
-#include "net/setup.h"
+#include "net/core/handle.h"
+#include "net/socket/nap.h"
+#include "net/core/setup.h"
 #include "net_util.h"
 #include "test.h"
 #include "topology/topo.h"

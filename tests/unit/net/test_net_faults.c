@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "net/comm.h"
-#include "net/handle.h"
+#include "net/socket/comm.h"
+#include "net/core/handle.h"
 #include "net_util.h"
 #include "test.h"
 

@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin/log.h"
-#include "plugin/param.h"
+#include "common/log.h"
+#include "common/param.h"
 #include "tests/unit/test.h"
 #include "topology/topo.h"
 #include "topology/topo_int.h"

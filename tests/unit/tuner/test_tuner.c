@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "plugin/abi/nccl_tuner.h"
-#include "plugin/log.h"
-#include "plugin/param.h"
+#include "common/log.h"
+#include "common/param.h"
 #include "tests/unit/test.h"
 #include "tests/unit/tuner/tests.h"
 #include "topology/topo.h"

@@ -14,13 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "net/verbs_api.h"
-#include "net/verbs_dev.h"
-#include "net/verbs_gdr.h"
-#include "net/verbs_transport.h"
-#include "net/verbs_wire.h"
-#include "plugin/log.h"
-#include "plugin/param.h"
+#include "net/verbs/api.h"
+#include "net/verbs/dev.h"
+#include "net/verbs/gdr.h"
+#include "net/verbs/transport.h"
+#include "net/verbs/wire.h"
+#include "common/log.h"
+#include "common/param.h"
 #include "tests/unit/test.h"
 
 /* ---- log capture ---- */

@@ -1,0 +1,177 @@
+#include "net/core/devices.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+
+static int rail_devices_is_bdf(const char *s) {
+  unsigned dom, bus, dev, fn;
+  char tail;
+
+  return strlen(s) == 12 && sscanf(s, "%4x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) == 4;
+}
+
+void rail_devices_common_pci(const char *const *paths, int n, char *out, size_t len) {
+  char common[RAIL_IFACE_PATH];
+  size_t clen;
+
+  out[0] = '\0';
+  if (n < 1 || paths[0] == NULL || paths[0][0] == '\0') return;
+  snprintf(common, sizeof(common), "%s", paths[0]);
+  clen = strlen(common);
+  for (int i = 1; i < n; i++) {
+    size_t k = 0;
+    if (paths[i] == NULL || paths[i][0] == '\0') return;
+    while (k < clen && paths[i][k] == common[k])
+      k++;
+    /* Cut back to a whole path component both share. */
+    if (!(k == clen && (paths[i][k] == '/' || paths[i][k] == '\0')))
+      while (k > 0 && common[k] != '/')
+        k--;
+    clen = k;
+    common[clen] = '\0';
+  }
+  for (;;) {
+    char *slash = strrchr(common, '/');
+    if (slash == NULL) return;
+    if (rail_devices_is_bdf(slash + 1)) break;
+    *slash = '\0';
+  }
+  snprintf(out, len, "%s", common);
+}
+
+/* The topology numbers NUMA nodes by its own index; sysfs by the kernel's. */
+static int rail_devices_numa_index(const struct rail_topo *topo, const struct rail_iface *ifc) {
+  const struct rail_topo_nic *nic = topo != NULL ? rail_topo_find_netdev(topo, ifc->name) : NULL;
+
+  if (nic != NULL && nic->numa >= 0) return nic->numa;
+  if (topo == NULL || ifc->numa_os < 0) return -1;
+  for (int i = 0; i < topo->nnuma; i++)
+    if (topo->numa[i].os_index == ifc->numa_os) return i;
+  return -1;
+}
+
+static void rail_devices_unique_name(struct rail_devtab *t, struct rail_device *d) {
+  char base[RAIL_DEVICE_NAME];
+  int clash = 1;
+
+  snprintf(base, sizeof(base), "%s", d->name);
+  for (int suffix = 2; clash; suffix++) {
+    clash = 0;
+    for (int i = 0; i < t->ndevs; i++)
+      if (&t->devs[i] != d && strcmp(t->devs[i].name, d->name) == 0) clash = 1;
+    if (clash)
+      snprintf(d->name, sizeof(d->name), "%.*s#%d", (int)sizeof(d->name) - 12, base, suffix);
+  }
+}
+
+/* Fills devs[ndevs] from phys members; the caller bumps ndevs. */
+static void rail_devices_fill(struct rail_devtab *t, struct rail_device *d, const int *members,
+                              int n, const char *group_pci, int group_numa) {
+  const char *paths[RAIL_NET_MAX_MEMBERS];
+  size_t off = 0;
+
+  memset(d, 0, sizeof(*d));
+  d->nrails = n;
+  d->numa = group_numa;
+  for (int i = 0; i < n; i++) {
+    const struct rail_iface *ifc = &t->phys[members[i]];
+    d->members[i] = members[i];
+    d->rails[i] = *ifc;
+    d->speed_mbps += ifc->speed_mbps;
+    if (d->numa < 0) d->numa = ifc->numa;
+    paths[i] = ifc->pci_path;
+    off += (size_t)snprintf(d->name + off, sizeof(d->name) - off, "%s%s", i ? "+" : "", ifc->name);
+    if (off >= sizeof(d->name)) off = sizeof(d->name) - 1;
+  }
+  if (n == 1)
+    snprintf(d->pci_path, sizeof(d->pci_path), "%s", paths[0]);
+  else if (group_pci != NULL && group_pci[0] != '\0')
+    snprintf(d->pci_path, sizeof(d->pci_path), "%s", group_pci);
+  else
+    rail_devices_common_pci(paths, n, d->pci_path, sizeof(d->pci_path));
+  rail_devices_unique_name(t, d);
+}
+
+static void rail_devices_log(const struct rail_devtab *t) {
+  for (int i = 0; i < t->ndevs; i++) {
+    const struct rail_device *d = &t->devs[i];
+    char rails[RAIL_NET_MAX_MEMBERS * 64] = "", addr[64];
+    size_t off = 0;
+
+    for (int r = 0; r < d->nrails && off < sizeof(rails); r++)
+      off += (size_t)snprintf(rails + off, sizeof(rails) - off, "%s%s=%s/%d %dMbps", r ? ", " : "",
+                              d->rails[r].name,
+                              rail_ifaces_addr_str(&d->rails[r].addr, addr, sizeof(addr)),
+                              d->rails[r].prefix_len, d->rails[r].speed_mbps);
+    RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+              "device %d %s: %d Mbps, pci %s, numa %d, rails: %s", i, d->name, d->speed_mbps,
+              d->pci_path[0] ? d->pci_path : "none", d->numa, rails);
+  }
+}
+
+int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int n,
+                       const struct rail_topo *topo, int fuse) {
+  int assigned[RAIL_IFACES_MAX] = {0};
+
+  if (n < 0 || n > RAIL_IFACES_MAX) return -EINVAL;
+  memset(t, 0, sizeof(*t));
+  t->fused = fuse;
+  t->nphys = n;
+  for (int i = 0; i < n; i++) {
+    t->phys[i] = ifs[i];
+    t->phys[i].numa = rail_devices_numa_index(topo, &ifs[i]);
+  }
+
+  for (int i = 0; i < n && t->ndevs < RAIL_DEVICES_MAX; i++) {
+    const struct rail_topo_nic *nic;
+    const struct rail_topo_group *g = NULL;
+    int members[RAIL_NET_MAX_MEMBERS], nm = 0;
+
+    if (assigned[i]) continue;
+    nic = fuse && topo != NULL ? rail_topo_find_netdev(topo, t->phys[i].name) : NULL;
+    if (nic != NULL && nic->group >= 0 && nic->group < topo->ngroups) g = &topo->groups[nic->group];
+    if (g != NULL) {
+      /* Members in the model's order, only those that are usable here. */
+      for (int k = 0; k < g->nnics && nm < RAIL_NET_MAX_MEMBERS; k++) {
+        const struct rail_topo_nic *m = &topo->nics[g->nics[k]];
+        for (int j = 0; j < n; j++)
+          if (!assigned[j] && strcmp(t->phys[j].name, m->netdev[0] ? m->netdev : m->name) == 0) {
+            members[nm++] = j;
+            assigned[j] = 1;
+            break;
+          }
+      }
+    }
+    if (nm == 0) {
+      members[nm++] = i;
+      assigned[i] = 1;
+      g = NULL;
+    }
+    rail_devices_fill(t, &t->devs[t->ndevs], members, nm, g != NULL ? g->pci_path : NULL,
+                      g != NULL ? g->numa : -1);
+    t->ndevs++;
+  }
+  rail_devices_log(t);
+  return 0;
+}
+
+int rail_devices_add(struct rail_devtab *t, const int *members, int n, int *dev) {
+  struct rail_device *d;
+
+  if (n < 1 || n > RAIL_NET_MAX_MEMBERS) return -EINVAL;
+  for (int i = 0; i < n; i++) {
+    if (members[i] < 0 || members[i] >= t->nphys) return -EINVAL;
+    for (int j = 0; j < i; j++)
+      if (members[j] == members[i]) return -EINVAL;
+  }
+  if (t->ndevs >= RAIL_DEVICES_MAX) return -ENOSPC;
+  d = &t->devs[t->ndevs];
+  rail_devices_fill(t, d, members, n, NULL, -1);
+  /* Publish the entry before the count: readers index below ndevs. */
+  __atomic_store_n(&t->ndevs, t->ndevs + 1, __ATOMIC_RELEASE);
+  *dev = t->ndevs - 1;
+  return 0;
+}

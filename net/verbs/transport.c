@@ -1,0 +1,513 @@
+#include "net/verbs/transport.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net/verbs/dev.h"
+#include "common/log.h"
+#include "common/param.h"
+
+/* ---- process state ---- */
+
+static pthread_mutex_t rail_vt_mu = PTHREAD_MUTEX_INITIALIZER;
+static int rail_vt_refs;
+static int rail_vt_on;
+static int rail_vt_nnics;
+static struct rail_verbs_nic *rail_vt_nics[RAIL_VERBS_MAX_PORTS];
+
+int rail_vt_init(void) {
+  const struct rail_verbs_api *api;
+  struct rail_verbs_port *ports;
+  int nports = 0, use = 0, rc = 0;
+
+  pthread_mutex_lock(&rail_vt_mu);
+  if (rail_vt_refs++ > 0) goto unlock;
+  rail_vt_on = 0;
+  rail_vt_nnics = 0;
+  if (strcasecmp(rail_param_str(RAIL_PARAM_TRANSPORT), "socket") == 0) goto unlock;
+  ports = calloc(RAIL_VERBS_MAX_PORTS, sizeof(*ports));
+  if (ports == NULL) {
+    rc = -ENOMEM;
+    goto undo_ref;
+  }
+  api = rail_verbs_api_get();
+  rc = rail_verbs_discover(api, ports, RAIL_VERBS_MAX_PORTS, &nports);
+  if (rc == 0) rc = rail_verbs_transport_pick(rail_param_str(RAIL_PARAM_TRANSPORT), nports, &use);
+  for (int i = 0; rc == 0 && use && i < nports; i++) {
+    /* A port that will not open is left out; the others still serve. */
+    if (rail_verbs_nic_open(api, &ports[i], &rail_vt_nics[rail_vt_nnics]) == 0) rail_vt_nnics++;
+  }
+  free(ports);
+  if (rc != 0) goto undo_ref;
+  rail_vt_on = use && rail_vt_nnics > 0;
+  RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "transport: %s (%d RDMA port(s) open)",
+            rail_vt_on ? "verbs" : "socket", rail_vt_nnics);
+  goto unlock;
+undo_ref:
+  rail_vt_refs--;
+unlock:
+  pthread_mutex_unlock(&rail_vt_mu);
+  return rc;
+}
+
+void rail_vt_fini(void) {
+  pthread_mutex_lock(&rail_vt_mu);
+  if (rail_vt_refs > 0 && --rail_vt_refs == 0) {
+    for (int i = 0; i < rail_vt_nnics; i++)
+      rail_verbs_nic_close(rail_vt_nics[i]);
+    rail_vt_nnics = 0;
+    rail_vt_on = 0;
+  }
+  pthread_mutex_unlock(&rail_vt_mu);
+}
+
+int rail_vt_enabled(void) { return rail_vt_on; }
+
+/* The NIC whose port sits under interface `ifname`; NULL if none. */
+static struct rail_verbs_nic *rail_vt_nic_for(const char *ifname) {
+  for (int i = 0; i < rail_vt_nnics; i++)
+    if (strcmp(rail_verbs_nic_port(rail_vt_nics[i])->netdev, ifname) == 0) return rail_vt_nics[i];
+  return NULL;
+}
+
+int rail_vt_device_ok(const char *const *ifnames, int n) {
+  if (!rail_vt_on || n < 1 || n > RAIL_VERBS_MAX_RAILS) return 0;
+  for (int i = 0; i < n; i++)
+    if (rail_vt_nic_for(ifnames[i]) == NULL) return 0;
+  return 1;
+}
+
+int rail_vt_ptr_support(const char *const *ifnames, int n) {
+  int gpu = RAIL_VERBS_MEM_CUDA | RAIL_VERBS_MEM_DMABUF;
+
+  if (!rail_vt_device_ok(ifnames, n)) return RAIL_VERBS_MEM_HOST;
+  for (int i = 0; i < n; i++)
+    gpu &= rail_verbs_nic_mem_support(rail_vt_nic_for(ifnames[i]));
+  return RAIL_VERBS_MEM_HOST | gpu;
+}
+
+int rail_vt_speed_mbps(const char *const *ifnames, int n) {
+  int sum = 0;
+
+  for (int i = 0; i < n; i++) {
+    struct rail_verbs_nic *nic = rail_vt_nic_for(ifnames[i]);
+    if (nic != NULL) sum += rail_verbs_nic_port(nic)->speed_mbps;
+  }
+  return sum;
+}
+
+/* ---- connections ---- */
+
+/* Side-channel records: magic, type, payload length (little-endian u32s),
+ * then the payload. */
+#define RAIL_VT_REC_MAGIC 0x31585652u /* "RVX1" */
+#define RAIL_VT_REC_HDR 12
+enum { RAIL_VT_REC_INFO = 1, RAIL_VT_REC_READY = 2 };
+
+enum rail_vt_state {
+  RAIL_VT_SEND_INFO,
+  RAIL_VT_WAIT_INFO,
+  RAIL_VT_SEND_READY,
+  RAIL_VT_WAIT_READY,
+  RAIL_VT_READY,
+  RAIL_VT_FAILED,
+};
+
+struct rail_vt_req {
+  struct rail_xreq base; /* first: see net/core/transport.h */
+  int used;
+  struct rail_vt_comm *comm;
+  struct rail_verbs_req *r;
+  size_t bytes; /* what it moves (send size, receive capacity) */
+};
+
+struct rail_vt_comm {
+  struct rail_conn base; /* first: see net/core/transport.h */
+  int speed_mbps;        /* the rails' ports, summed */
+  int is_send;
+  int state;
+  int err;
+  int fd; /* the side channel */
+  uint64_t deadline_ns;
+  int nrails;
+  struct rail_verbs_nic *nics[RAIL_VERBS_MAX_RAILS];
+  struct rail_verbs_conn *conn;
+  char peer[80];
+  uint8_t out[RAIL_VT_REC_HDR + RAIL_VERBS_INFO_BYTES];
+  size_t out_len, out_off;
+  uint8_t in[RAIL_VT_REC_HDR + RAIL_VERBS_INFO_BYTES];
+  size_t in_off;
+  struct rail_vt_req reqs[2 * RAIL_VERBS_FIFO];
+};
+
+static void rail_vt_put32(uint8_t *p, uint32_t v) {
+  v = htole32(v);
+  memcpy(p, &v, 4);
+}
+static uint32_t rail_vt_get32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return le32toh(v);
+}
+
+static int rail_vt_record(struct rail_vt_comm *c, int type) {
+  size_t len = 0;
+
+  if (type == RAIL_VT_REC_INFO) {
+    int rc = rail_verbs_conn_info(c->conn, c->out + RAIL_VT_REC_HDR, RAIL_VERBS_INFO_BYTES, &len);
+    if (rc != 0) return rc;
+  }
+  rail_vt_put32(c->out, RAIL_VT_REC_MAGIC);
+  rail_vt_put32(c->out + 4, (uint32_t)type);
+  rail_vt_put32(c->out + 8, (uint32_t)len);
+  c->out_len = RAIL_VT_REC_HDR + len;
+  c->out_off = 0;
+  return 0;
+}
+
+/* Writes what the socket takes: 0 when all is out, -EAGAIN, or -errno. */
+static int rail_vt_flush(struct rail_vt_comm *c) {
+  while (c->out_off < c->out_len) {
+    ssize_t n =
+        send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -EAGAIN;
+    if (n < 0) return -errno;
+    c->out_off += (size_t)n;
+  }
+  return 0;
+}
+
+/* Reads one record of `type` into c->in: 0 when complete (payload length in
+ * *len), -EAGAIN, or -errno (-ECONNRESET when the peer closed, -EPROTO). */
+static int rail_vt_read(struct rail_vt_comm *c, int type, size_t *len) {
+  for (;;) {
+    size_t want = RAIL_VT_REC_HDR;
+    ssize_t n;
+
+    if (c->in_off >= RAIL_VT_REC_HDR) {
+      uint32_t plen = rail_vt_get32(c->in + 8);
+      if (rail_vt_get32(c->in) != RAIL_VT_REC_MAGIC || rail_vt_get32(c->in + 4) != (uint32_t)type ||
+          plen > RAIL_VERBS_INFO_BYTES)
+        return -EPROTO;
+      want = RAIL_VT_REC_HDR + plen;
+      if (c->in_off == want) {
+        *len = plen;
+        c->in_off = 0;
+        return 0;
+      }
+    }
+    n = recv(c->fd, c->in + c->in_off, want - c->in_off, MSG_DONTWAIT);
+    if (n == 0) return -ECONNRESET;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -EAGAIN;
+    if (n < 0) return -errno;
+    c->in_off += (size_t)n;
+  }
+}
+
+static struct rail_vt_comm *rail_vt_comm(struct rail_conn *c) { return (struct rail_vt_comm *)c; }
+
+/* Queue pairs need no data sockets. */
+static int rail_vt_data_streams(int speed_mbps, int nrails) { return 0; }
+
+static int rail_vt_start(int is_send, const struct rail_link_setup *links, int nlinks,
+                         const char *peer, struct rail_conn **out) {
+  struct rail_verbs_conn_cfg cfg;
+  struct rail_vt_comm *c;
+  int rc = 0;
+
+  c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    rc = -ENOMEM;
+    goto close_fds;
+  }
+  c->base.t = &rail_transport_verbs;
+  c->is_send = is_send;
+  c->fd = -1;
+  snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "?");
+  if (nlinks < 1 || nlinks > RAIL_VERBS_MAX_RAILS) {
+    rc = -EINVAL;
+    goto free_comm;
+  }
+  c->nrails = nlinks;
+  for (int r = 0; r < nlinks; r++) {
+    c->nics[r] = rail_vt_nic_for(links[r].ifname);
+    if (c->nics[r] == NULL) {
+      RAIL_WARN("verbs: %s has no RDMA port for connection to %s", links[r].ifname, c->peer);
+      rc = -ENODEV;
+      goto free_comm;
+    }
+    c->speed_mbps += rail_verbs_nic_port(c->nics[r])->speed_mbps;
+  }
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.nrails = nlinks;
+  memcpy(cfg.nics, c->nics, sizeof(cfg.nics));
+  cfg.qps_per_rail = (int)rail_param_int(RAIL_PARAM_QPS_PER_RAIL);
+  cfg.peer = c->peer;
+  cfg.timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
+  cfg.watch_fd = links[0].ctl_fd; /* EOF on it: the peer process is gone */
+  cfg.traffic_class = -1;
+  cfg.min_stripe_bytes = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
+  rc = rail_verbs_conn_create(&cfg, is_send, &c->conn);
+  if (rc != 0) goto free_comm;
+  c->deadline_ns =
+      rail_now_ns() + (uint64_t)rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS) * 1000000ull;
+  if (is_send) {
+    rc = rail_vt_record(c, RAIL_VT_REC_INFO);
+    if (rc != 0) goto destroy_conn;
+    c->state = RAIL_VT_SEND_INFO;
+  } else {
+    c->state = RAIL_VT_WAIT_INFO;
+  }
+  /* Rail 0's control stream is the side channel; the rest are not needed. */
+  c->fd = links[0].ctl_fd;
+  for (int r = 0; r < nlinks; r++) {
+    if (r > 0 && links[r].ctl_fd >= 0) close(links[r].ctl_fd);
+    for (int i = 0; i < links[r].nstreams; i++)
+      if (links[r].data_fds[i] >= 0) close(links[r].data_fds[i]);
+  }
+  *out = &c->base;
+  return 0;
+
+destroy_conn:
+  rail_verbs_conn_destroy(c->conn);
+free_comm:
+  free(c);
+close_fds:
+  for (int r = 0; r < nlinks && r < RAIL_MAX_RAILS; r++) {
+    if (links[r].ctl_fd >= 0) close(links[r].ctl_fd);
+    for (int i = 0; i < links[r].nstreams; i++)
+      if (links[r].data_fds[i] >= 0) close(links[r].data_fds[i]);
+  }
+  return rc;
+}
+
+static int rail_vt_step(struct rail_conn *conn) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  size_t len;
+  int rc = 0;
+
+  while (rc == 0) {
+    switch (c->state) {
+    case RAIL_VT_SEND_INFO:
+    case RAIL_VT_SEND_READY:
+      rc = rail_vt_flush(c);
+      if (rc == 0)
+        c->state = c->state == RAIL_VT_SEND_READY ? RAIL_VT_READY
+                   : c->is_send                   ? RAIL_VT_WAIT_INFO
+                                                  : RAIL_VT_WAIT_READY;
+      break;
+    case RAIL_VT_WAIT_INFO:
+      rc = rail_vt_read(c, RAIL_VT_REC_INFO, &len);
+      if (rc != 0) break;
+      rc = rail_verbs_conn_connect(c->conn, c->in + RAIL_VT_REC_HDR, len);
+      if (rc == 0) rc = rail_vt_record(c, c->is_send ? RAIL_VT_REC_READY : RAIL_VT_REC_INFO);
+      if (rc == 0) c->state = c->is_send ? RAIL_VT_SEND_READY : RAIL_VT_SEND_INFO;
+      break;
+    case RAIL_VT_WAIT_READY:
+      rc = rail_vt_read(c, RAIL_VT_REC_READY, &len);
+      if (rc == 0) c->state = RAIL_VT_READY;
+      break;
+    case RAIL_VT_READY:
+      return 0;
+    default:
+      return c->err;
+    }
+  }
+  if (rc == -EAGAIN && rail_now_ns() > c->deadline_ns) {
+    RAIL_WARN("verbs: connection to %s: QP exchange not done within %lld ms", c->peer,
+              rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS));
+    rc = -ETIMEDOUT;
+  } else if (rc == -EAGAIN) {
+    return rc;
+  } else {
+    RAIL_WARN("verbs: connection to %s: QP exchange over the side channel failed: %s", c->peer,
+              strerror(-rc));
+  }
+  c->state = RAIL_VT_FAILED;
+  c->err = rc;
+  return rc;
+}
+
+static int rail_vt_close(struct rail_conn *conn) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+
+  if (c == NULL) return 0;
+  rail_verbs_conn_destroy(c->conn); /* QPs first: then the buffers are free */
+  if (c->fd >= 0) close(c->fd);
+  free(c);
+  return 0;
+}
+
+/* ---- data path ---- */
+
+/* NCCL's pointer types are the wire's memory types (1 host, 2 CUDA). */
+static int rail_vt_reg_mr(struct rail_conn *conn, void *data, size_t size, int type,
+                          void **mhandle) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  struct rail_verbs_mr *mr;
+  int rc = rail_verbs_mr_reg(c->nics, c->nrails, data, size, type, &mr);
+
+  if (rc == 0) *mhandle = mr;
+  return rc;
+}
+
+static int rail_vt_reg_mr_dmabuf(struct rail_conn *conn, void *data, size_t size, uint64_t offset,
+                                 int fd, void **mhandle) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  struct rail_verbs_mr *mr;
+  int rc = rail_verbs_mr_reg_dmabuf(c->nics, c->nrails, data, size, offset, fd, &mr);
+
+  if (rc == 0) *mhandle = mr;
+  return rc;
+}
+
+static int rail_vt_dereg_mr(struct rail_conn *c, void *mhandle) {
+  rail_verbs_mr_dereg(mhandle);
+  return 0;
+}
+
+/* A free slot for a request moving `bytes`; NULL when all are busy. */
+static struct rail_vt_req *rail_vt_req_get(struct rail_vt_comm *c, size_t bytes) {
+  for (size_t i = 0; i < sizeof(c->reqs) / sizeof(c->reqs[0]); i++) {
+    if (!c->reqs[i].used) {
+      c->reqs[i].base.t = &rail_transport_verbs;
+      c->reqs[i].used = 1;
+      c->reqs[i].comm = c;
+      c->reqs[i].bytes = bytes;
+      return &c->reqs[i];
+    }
+  }
+  return NULL;
+}
+
+static void rail_vt_req_put(struct rail_vt_req *w) {
+  w->used = 0;
+  w->r = NULL;
+}
+
+/* After the wire call that filled w->r: hands the request to NCCL, or gives
+ * the slot back when the wire failed (rc) or had no room (w->r NULL, and
+ * *request stays NULL so that NCCL retries). */
+static int rail_vt_req_publish(struct rail_vt_req *w, int rc, struct rail_xreq **request) {
+  if (rc != 0 || w->r == NULL) {
+    rail_vt_req_put(w);
+    return rc;
+  }
+  *request = &w->base;
+  return 0;
+}
+
+static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
+                         struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  struct rail_vt_req *w;
+
+  *request = NULL;
+  if (c->state != RAIL_VT_READY) return -ENOTCONN;
+  w = rail_vt_req_get(c, size);
+  if (w == NULL) return 0; /* all slots busy: NCCL retries */
+  return rail_vt_req_publish(w, rail_verbs_isend(c->conn, data, size, mhandle, &w->r), request);
+}
+
+static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
+                         struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  struct rail_vt_req *w;
+
+  *request = NULL;
+  if (c->state != RAIL_VT_READY) return -ENOTCONN;
+  w = rail_vt_req_get(c, size);
+  if (w == NULL) return 0;
+  return rail_vt_req_publish(w, rail_verbs_irecv(c->conn, data, size, mhandle, &w->r), request);
+}
+
+static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mhandle,
+                          struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  struct rail_vt_req *w;
+
+  *request = NULL;
+  /* Only GPU memory written by the NIC needs the read-back. */
+  if (size == 0 || mhandle == NULL || rail_verbs_mr_type(mhandle) == RAIL_VERBS_MEM_HOST) return 0;
+  w = rail_vt_req_get(c, 0);
+  if (w == NULL) return 0;
+  return rail_vt_req_publish(w, rail_verbs_iflush(c->conn, data, mhandle, &w->r), request);
+}
+
+#define RAIL_VT_NAP_MIN_BYTES (1u << 20)
+#define RAIL_VT_NAP_MAX_NS 50000l
+
+long rail_vt_nap_ns(size_t bytes, int speed_mbps) {
+  uint64_t ns = rail_wire_ns(bytes, speed_mbps) / 8;
+
+  if (bytes < RAIL_VT_NAP_MIN_BYTES) return 0;
+  return ns > RAIL_VT_NAP_MAX_NS ? RAIL_VT_NAP_MAX_NS : (long)ns;
+}
+
+static void rail_vt_nap(const struct rail_vt_req *w) {
+  struct timespec nap = {0, rail_vt_nap_ns(w->bytes, w->comm->speed_mbps)};
+
+  if (nap.tv_nsec > 0) nanosleep(&nap, NULL);
+}
+
+static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
+  struct rail_vt_req *w = (struct rail_vt_req *)request;
+  size_t sz = 0;
+  int rc;
+
+  rc = rail_verbs_test(w->r, done, &sz);
+  if (rc != 0) {
+    rail_vt_req_put(w);
+    return rc;
+  }
+  if (!*done) rail_vt_nap(w);
+  if (*done) {
+    if (size != NULL) *size = (int)sz;
+    rail_vt_req_put(w);
+  }
+  return 0;
+}
+
+static int rail_vt_stats(struct rail_conn *conn, struct rail_net_stats *st) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+
+  memset(st, 0, sizeof(*st));
+  st->nrails = c->nrails;
+  for (int k = 0; k < c->nrails; k++)
+    st->rail_up[k] = rail_verbs_nic_is_up(c->nics[k]);
+  return 0;
+}
+
+/* Rails leave a verbs connection when their port goes down (async event),
+ * not on request. */
+static int rail_vt_rail_down(struct rail_conn *conn, int rail) { return -EOPNOTSUPP; }
+
+const struct rail_transport rail_transport_verbs = {
+    .name = "verbs",
+    .kind = RAIL_TRANSPORT_VERBS,
+    .uses_data_sockets = 0,
+    .data_streams = rail_vt_data_streams,
+    .start = rail_vt_start,
+    .step = rail_vt_step,
+    .close = rail_vt_close,
+    .ptr_support = rail_vt_ptr_support,
+    .reg_mr = rail_vt_reg_mr,
+    .reg_mr_dmabuf = rail_vt_reg_mr_dmabuf,
+    .dereg_mr = rail_vt_dereg_mr,
+    .isend = rail_vt_isend,
+    .irecv = rail_vt_irecv,
+    .iflush = rail_vt_iflush,
+    .test = rail_vt_test,
+    .stats = rail_vt_stats,
+    .rail_down = rail_vt_rail_down,
+};
