@@ -34,6 +34,23 @@ int rail_topo_class_is_gpu(unsigned class_id, int vendor) {
   return class_id == 0x0300 && vendor == RAIL_PCI_VENDOR_NVIDIA;
 }
 
+const char *rail_fabric_name(enum rail_fabric f) {
+  switch (f) {
+  case RAIL_FABRIC_TCP:
+    return "tcp";
+  case RAIL_FABRIC_ROCE:
+    return "roce";
+  case RAIL_FABRIC_IB:
+    return "ib";
+  case RAIL_FABRIC_EFA:
+    return "efa";
+  case RAIL_FABRIC_LIBFABRIC:
+    return "libfabric";
+  default:
+    return "unknown";
+  }
+}
+
 int rail_topo_class_is_nic(unsigned class_id) { return class_id == 0x0200 || class_id == 0x0207; }
 
 const char *rail_topo_speed_str(int mbps, char *buf, size_t len) {
@@ -156,6 +173,9 @@ int rail_topo_add_nic(struct rail_topo *topo, const struct rail_topo_nic *nic) {
   if (topo->nnics >= RAIL_TOPO_MAX_NICS) return -ENOSPC;
   topo->nics[topo->nnics] = *nic;
   topo->nics[topo->nnics].group = -1;
+  /* Unknown until discovery says otherwise: 0 would put every NIC on rail 0. */
+  topo->nics[topo->nnics].rail_id = -1;
+  topo->nics[topo->nnics].plane_id = -1;
   return topo->nnics++;
 }
 

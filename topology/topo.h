@@ -53,12 +53,39 @@ struct rail_topo_gpu {
   char bus_id[16];
   int pci; /* index in pci[] */
   int numa;
+  /* What the tuner's NVLink speed comes from: compute capability x 10
+   * (70 V100, 80 A100, 90 H100/H200, 100 B200; NCCL XML `sm`, or from the
+   * PCI device id live), 0 if unknown; and NVLink links to other GPUs or
+   * NVSwitches, 0 if none or unknown. */
+  int sm;
+  int nvlinks;
 };
 
 #define RAIL_NIC_IB 0x1     /* InfiniBand (0x0207) rather than Ethernet (0x0200) */
 #define RAIL_NIC_DOWN 0x2   /* link state is down */
 #define RAIL_NIC_SLOW 0x4   /* below the speed of its rail-group peers or its rating */
 #define RAIL_NIC_NO_PCI 0x8 /* virtual NIC: no PCI path (VMs, veth) */
+
+/* The network a NIC carries traffic on (what the tuner's per-hop cost and
+ * the plan's fabric come from). */
+enum rail_fabric {
+  RAIL_FABRIC_UNKNOWN = 0,
+  RAIL_FABRIC_TCP = 1,       /* sockets only: no RDMA on this NIC */
+  RAIL_FABRIC_ROCE = 2,      /* RDMA over Ethernet */
+  RAIL_FABRIC_IB = 3,        /* InfiniBand */
+  RAIL_FABRIC_EFA = 4,       /* AWS Elastic Fabric Adapter (libfabric) */
+  RAIL_FABRIC_LIBFABRIC = 5, /* other libfabric fabrics (HPE Slingshot and alike) */
+};
+const char *rail_fabric_name(enum rail_fabric f);
+
+/* Whether a NIC is one of the node's compute rails, or a NIC that serves
+ * no GPU (storage, management, front-end, a virtual interface beside
+ * physical ones): shown, never fused or offered as a rail unless
+ * NCCL_RAIL_IFNAMES names it. */
+enum rail_nic_role {
+  RAIL_NIC_ROLE_COMPUTE = 0,
+  RAIL_NIC_ROLE_OTHER = 1,
+};
 
 struct rail_topo_nic {
   char name[RAIL_TOPO_NAME];     /* the netdev if known ("eth0"), else the RDMA device */
@@ -72,6 +99,14 @@ struct rail_topo_nic {
   int flags;                     /* RAIL_NIC_* */
   int group;                     /* index in groups[] */
   char note[128];                /* why it is flagged DOWN/SLOW, "" if not */
+  int fabric;                    /* enum rail_fabric */
+  int role;                      /* enum rail_nic_role */
+  char role_note[128];           /* why it is not a compute rail, "" if it is */
+  /* Net v12's ids: the same rail id on every node for NICs that reach one
+   * another (the NIC serving the same local GPU index), plane id within
+   * the rail; -1 where unknown. */
+  int rail_id;
+  int plane_id;
 };
 
 /* NICs that serve the same GPUs: one fused device later. */
@@ -112,6 +147,9 @@ struct rail_topo {
   int ngroups;
   struct rail_topo_group groups[RAIL_TOPO_MAX_GROUPS];
   enum rail_path path[RAIL_TOPO_MAX_GPUS][RAIL_TOPO_MAX_NICS];
+  /* NVLink reaches GPUs of other nodes (GB200 NVL72 and alike, NCCL's
+   * MNNVL): the tuner leaves collectives to NCCL. */
+  int mnnvl;
 };
 
 /* Loaders. Each fills rails, paths and groups before returning. */
