@@ -28,3 +28,8 @@ RAIL_BUILD_DIR=${build}-release scripts/build.sh -DCMAKE_BUILD_TYPE=Release
 RAIL_BUILD_DIR=${build}-asan scripts/build.sh -DRAIL_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
 (cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
    ctest --output-on-failure --timeout 600 -R '^unit\.')
+
+# Every decoder of untrusted bytes runs under libFuzzer for a bounded time
+# from its committed corpus; a crash fails the run.
+RAIL_BUILD_DIR=${build}-fuzz CC=clang scripts/build.sh -DRAIL_FUZZ=ON -DRAIL_WERROR=OFF
+tests/fuzz/run.sh "${build}-fuzz" "${RAIL_FUZZ_SECONDS:-30}"

@@ -37,7 +37,8 @@ static int ctx_init(struct sysfs_ctx *c, const char *root, struct rail_topo *top
   return 0;
 }
 
-static int vpath(const struct sysfs_ctx *c, char *buf, size_t len, const char *fmt, va_list ap) {
+__attribute__((format(printf, 4, 0))) static int vpath(const struct sysfs_ctx *c, char *buf,
+                                                       size_t len, const char *fmt, va_list ap) {
   int n = snprintf(buf, len, "%s/", c->real);
   if (n < 0 || (size_t)n >= len) return -ENAMETOOLONG;
   int m = vsnprintf(buf + n, len - (size_t)n, fmt, ap);
@@ -46,7 +47,8 @@ static int vpath(const struct sysfs_ctx *c, char *buf, size_t len, const char *f
 }
 
 /* Reads a small file, trailing whitespace removed. */
-static int vread(const struct sysfs_ctx *c, char *out, size_t len, const char *fmt, va_list ap) {
+__attribute__((format(printf, 4, 0))) static int vread(const struct sysfs_ctx *c, char *out,
+                                                       size_t len, const char *fmt, va_list ap) {
   char path[PATH_MAX];
   FILE *f;
   size_t n;
