@@ -228,6 +228,8 @@ void harness_truncation_child(struct harness *h) {
 /* multi: three connections at once between the two processes, two one way
  * and one the other, progressed together from one thread as NCCL's proxy
  * does; with v11 the connections come from two contexts (communicators). */
+#define MULTI_COMMS 3
+
 static void multi_plan(uint64_t seed, int which, struct harness_plan *p) {
   uint64_t s = seed + (uint64_t)which;
   memset(p, 0, sizeof(*p));
@@ -238,14 +240,59 @@ static void multi_plan(uint64_t seed, int which, struct harness_plan *p) {
   }
 }
 
+/* Whether this side sends on connection c: B (c == 1) runs the other way. */
+static int multi_sends(const struct harness *h, int c) { return (c == 1) ? !h->child : h->child; }
+
+/* A: parent <- child on the first context; B: child <- parent on the
+ * second; C: parent <- child on the first again. Returns 1 when all three
+ * connected. */
+static int multi_connect(struct harness *h, struct rail_nd *ctx_b, struct harness_plan *plans,
+                         void **comm) {
+  int ok = 1, rc;
+
+  for (int c = 0; c < MULTI_COMMS; c++) {
+    struct rail_nd *nd = c == 1 ? ctx_b : &h->nd;
+    int listens = !multi_sends(h, c);
+    multi_plan(h->seed, c, &plans[c]);
+    rc = listens ? rail_nd_pair_listen(nd, 0, h->oob, &comm[c], WAIT_MS)
+                 : rail_nd_pair_connect(nd, 0, h->oob, &comm[c], WAIT_MS);
+    CHECK_EQ_INT(rc, ncclSuccess);
+    if (comm[c] == NULL) ok = 0;
+  }
+  return ok;
+}
+
+/* Every connection's plan at once, through one rail_nd_run; 1 when all
+ * three were prepared (and so must be released). */
+static int multi_transfer(struct harness *h, const struct harness_plan *plans, void **comm,
+                          struct harness_xfer *x) {
+  struct rail_nd_lane lanes[MULTI_COMMS];
+  int ok = 1, rc;
+
+  for (int c = 0; c < MULTI_COMMS && ok; c++) {
+    if (harness_xfer_prepare(&x[c], &h->nd, comm[c], multi_sends(h, c), &plans[c],
+                             h->seed + (uint64_t)c, 8) != 0)
+      ok = 0;
+    lanes[c] = x[c].lane;
+  }
+  if (ok) {
+    rc = rail_nd_run(&h->nd, lanes, MULTI_COMMS, WAIT_MS);
+    CHECK_EQ_INT(rc, ncclSuccess);
+    for (int c = 0; c < MULTI_COMMS && rc == ncclSuccess; c++) {
+      x[c].lane = lanes[c];
+      harness_xfer_check(&x[c]);
+    }
+  }
+  return ok;
+}
+
 void harness_multi_side(struct harness *h) {
   struct rail_nd second;
   struct rail_nd *ctx_b = &h->nd;
-  struct harness_plan plans[3];
-  struct harness_xfer x[3];
-  struct rail_nd_lane lanes[3];
-  void *comm[3] = {NULL, NULL, NULL};
-  int parent = !h->child, ok = 1, rc;
+  struct harness_plan plans[MULTI_COMMS];
+  struct harness_xfer x[MULTI_COMMS];
+  void *comm[MULTI_COMMS] = {NULL, NULL, NULL};
+  int ok;
 
   if (harness_plugin_up(h) != 0) return;
   if (h->version == 11) {
@@ -254,35 +301,11 @@ void harness_multi_side(struct harness *h) {
     CHECK_EQ_INT(rail_nd_init(&second), ncclSuccess);
     ctx_b = &second;
   }
-  /* A: parent <- child on the first context; B: child <- parent on the
-   * second; C: parent <- child on the first again. */
-  for (int c = 0; c < 3; c++) {
-    struct rail_nd *nd = c == 1 ? ctx_b : &h->nd;
-    int listens = (c == 1) ? !parent : parent;
-    multi_plan(h->seed, c, &plans[c]);
-    rc = listens ? rail_nd_pair_listen(nd, 0, h->oob, &comm[c], WAIT_MS)
-                 : rail_nd_pair_connect(nd, 0, h->oob, &comm[c], WAIT_MS);
-    CHECK_EQ_INT(rc, ncclSuccess);
-    if (comm[c] == NULL) ok = 0;
-  }
-  for (int c = 0; c < 3 && ok; c++) {
-    int sends = (c == 1) ? parent : !parent;
-    if (harness_xfer_prepare(&x[c], &h->nd, comm[c], sends, &plans[c], h->seed + (uint64_t)c, 8) !=
-        0)
-      ok = 0;
-    lanes[c] = x[c].lane;
-  }
-  if (ok) {
-    rc = rail_nd_run(&h->nd, lanes, 3, WAIT_MS);
-    CHECK_EQ_INT(rc, ncclSuccess);
-    for (int c = 0; c < 3 && rc == ncclSuccess; c++) {
-      x[c].lane = lanes[c];
-      harness_xfer_check(&x[c]);
-    }
-  }
+  ok = multi_connect(h, ctx_b, plans, comm);
+  if (ok) ok = multi_transfer(h, plans, comm, x);
   harness_barrier(h, 1);
-  for (int c = 0; c < 3; c++) {
-    int sends = (c == 1) ? parent : !parent;
+  for (int c = 0; c < MULTI_COMMS; c++) {
+    int sends = multi_sends(h, c);
     if (comm[c] == NULL) continue;
     if (ok) harness_xfer_release(&x[c], comm[c]);
     CHECK_EQ_INT(sends ? rail_nd_close_send(&h->nd, comm[c]) : rail_nd_close_recv(&h->nd, comm[c]),

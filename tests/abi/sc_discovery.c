@@ -50,6 +50,60 @@ void harness_load_parent(struct harness *h) {
 }
 
 /* props: what NCCL checks and relies on before it ever connects. */
+
+/* Device d's properties, read into props[d]; props[0..d-1] are the devices
+ * before it, whose names it must not repeat. */
+static void props_check_device(struct harness *h, ncclNetProperties_v11_t *props, int d) {
+  ncclNetProperties_v11_t *p = &props[d];
+
+  CHECK_EQ_INT(rail_nd_props(&h->nd, d, p), ncclSuccess);
+  CHECK(p->name != NULL && p->name[0] != '\0');
+  if (p->name == NULL) return;
+  fprintf(stderr, "dev %d: %s speed %d Mbps maxComms %d maxRecvs %d maxP2pBytes %zu\n", d, p->name,
+          p->speed, p->maxComms, p->maxRecvs, p->maxP2pBytes);
+  for (int e = 0; e < d; e++)
+    if (props[e].name != NULL && strcmp(props[e].name, p->name) == 0) {
+      fprintf(stderr, "%s: devices %d and %d are both named %s\n", rail_test_current, e, d,
+              p->name);
+      rail_test_failed_checks++;
+    }
+  CHECK(p->speed > 0);
+  CHECK(p->ptrSupport & NCCL_PTR_HOST);
+  CHECK(p->maxComms > 0);
+  CHECK_EQ_INT(p->maxRecvs, 1);
+  CHECK_EQ_INT(p->netDeviceType, NCCL_NET_DEVICE_HOST);
+  CHECK_EQ_INT(p->netDeviceVersion, 0);
+  CHECK(p->latency >= 0.0f);
+  if (h->version >= 9) {
+    CHECK(p->vProps.ndevs >= 1 && p->vProps.ndevs <= NCCL_NET_MAX_DEVS_PER_NIC);
+    CHECK(p->maxP2pBytes > 0 && p->maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
+    CHECK(p->maxCollBytes > 0 && p->maxCollBytes <= NCCL_MAX_NET_SIZE_BYTES);
+  }
+  if (h->version >= 11) CHECK(p->maxMultiRequestSize >= 1);
+}
+
+/* v11 only: contexts are per communicator. props is scratch space. */
+static void props_check_contexts(struct harness *h, ncclNetProperties_v11_t *props) {
+  const ncclNet_v11_t *net = h->nd.table;
+  struct rail_nd second = h->nd;
+  ncclNetAttr_v11_t attr;
+
+  CHECK(net->finalize != NULL);
+  /* NCCL calls finalize(ctx) even after a failed init, with ctx NULL. */
+  CHECK_EQ_INT(net->finalize(NULL), ncclSuccess);
+  /* One context per communicator: a second init while the first lives. */
+  second.ctx = NULL;
+  CHECK_EQ_INT(rail_nd_init(&second), ncclSuccess);
+  CHECK(second.ctx != NULL);
+  if (net->setNetAttr != NULL) {
+    memset(&attr, 0xff, sizeof(attr)); /* every field unset (-1) */
+    CHECK_EQ_INT(net->setNetAttr(h->nd.ctx, &attr), ncclSuccess);
+  }
+  CHECK_EQ_INT(rail_nd_finalize(&second), ncclSuccess);
+  /* The first context still works after the second is gone. */
+  CHECK_EQ_INT(rail_nd_props(&h->nd, 0, &props[0]), ncclSuccess);
+}
+
 void harness_props_parent(struct harness *h) {
   ncclNetProperties_v11_t props[64];
   int ndev = 0;
@@ -59,55 +113,11 @@ void harness_props_parent(struct harness *h) {
   CHECK_EQ_INT(rail_nd_devices(&h->nd, &ndev), ncclSuccess);
   CHECK(ndev >= 1 && ndev <= 64);
   if (ndev > 64) ndev = 64;
-  for (int d = 0; d < ndev; d++) {
-    ncclNetProperties_v11_t *p = &props[d];
-    CHECK_EQ_INT(rail_nd_props(&h->nd, d, p), ncclSuccess);
-    CHECK(p->name != NULL && p->name[0] != '\0');
-    if (p->name == NULL) continue;
-    fprintf(stderr, "dev %d: %s speed %d Mbps maxComms %d maxRecvs %d maxP2pBytes %zu\n", d,
-            p->name, p->speed, p->maxComms, p->maxRecvs, p->maxP2pBytes);
-    for (int e = 0; e < d; e++)
-      if (props[e].name != NULL && strcmp(props[e].name, p->name) == 0) {
-        fprintf(stderr, "%s: devices %d and %d are both named %s\n", rail_test_current, e, d,
-                p->name);
-        rail_test_failed_checks++;
-      }
-    CHECK(p->speed > 0);
-    CHECK(p->ptrSupport & NCCL_PTR_HOST);
-    CHECK(p->maxComms > 0);
-    CHECK_EQ_INT(p->maxRecvs, 1);
-    CHECK_EQ_INT(p->netDeviceType, NCCL_NET_DEVICE_HOST);
-    CHECK_EQ_INT(p->netDeviceVersion, 0);
-    CHECK(p->latency >= 0.0f);
-    if (h->version >= 9) {
-      CHECK(p->vProps.ndevs >= 1 && p->vProps.ndevs <= NCCL_NET_MAX_DEVS_PER_NIC);
-      CHECK(p->maxP2pBytes > 0 && p->maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
-      CHECK(p->maxCollBytes > 0 && p->maxCollBytes <= NCCL_MAX_NET_SIZE_BYTES);
-    }
-    if (h->version >= 11) CHECK(p->maxMultiRequestSize >= 1);
-  }
+  for (int d = 0; d < ndev; d++)
+    props_check_device(h, props, d);
   /* An index past the end is the caller's mistake: an error, not a crash. */
   CHECK(rail_nd_props(&h->nd, ndev, &props[0]) != ncclSuccess);
-
-  if (h->version == 11) {
-    const ncclNet_v11_t *net = h->nd.table;
-    struct rail_nd second = h->nd;
-    ncclNetAttr_v11_t attr;
-    CHECK(net->finalize != NULL);
-    /* NCCL calls finalize(ctx) even after a failed init, with ctx NULL. */
-    CHECK_EQ_INT(net->finalize(NULL), ncclSuccess);
-    /* One context per communicator: a second init while the first lives. */
-    second.ctx = NULL;
-    CHECK_EQ_INT(rail_nd_init(&second), ncclSuccess);
-    CHECK(second.ctx != NULL);
-    if (net->setNetAttr != NULL) {
-      memset(&attr, 0xff, sizeof(attr)); /* every field unset (-1) */
-      CHECK_EQ_INT(net->setNetAttr(h->nd.ctx, &attr), ncclSuccess);
-    }
-    CHECK_EQ_INT(rail_nd_finalize(&second), ncclSuccess);
-    /* The first context still works after the second is gone. */
-    CHECK_EQ_INT(rail_nd_props(&h->nd, 0, &props[0]), ncclSuccess);
-  }
+  if (h->version == 11) props_check_contexts(h, props);
   harness_plugin_down(h);
 }
 
