@@ -61,13 +61,36 @@ static int signal_peer(struct rail_nd_lane *lane, void *arg) {
   return 0;
 }
 
-static void peer_msgs(struct rail_nd_msg *msgs, uint8_t *arena, void *mh) {
+/* Both sides' endless stream: PEER_NMSGS messages cycling through
+ * PEER_SLOTS registered 1 MiB slots. */
+struct peer_stream {
+  uint8_t *arena;
+  struct rail_nd_msg *msgs;
+  void *mh;
+  struct rail_nd_lane lane;
+};
+
+/* 0, or -ENOMEM with whatever was allocated left in s for the caller. */
+static int peer_stream_prepare(struct harness *h, void *comm, int send, struct peer_stream *s) {
+  memset(s, 0, sizeof(*s));
+  s->arena = malloc((size_t)PEER_SLOTS * PEER_MSG);
+  s->msgs = calloc(PEER_NMSGS, sizeof(*s->msgs));
+  if (s->arena == NULL || s->msgs == NULL) return -ENOMEM;
+  harness_pattern_fill(s->arena, (size_t)PEER_SLOTS * PEER_MSG, 5);
+  CHECK_EQ_INT(rail_nd_reg_mr(&h->nd, comm, s->arena, (size_t)PEER_SLOTS * PEER_MSG, &s->mh),
+               ncclSuccess);
   for (int i = 0; i < PEER_NMSGS; i++) {
-    msgs[i].data = arena + (size_t)(i % PEER_SLOTS) * PEER_MSG;
-    msgs[i].size = PEER_MSG;
-    msgs[i].tag = 3;
-    msgs[i].mhandle = mh;
+    s->msgs[i].data = s->arena + (size_t)(i % PEER_SLOTS) * PEER_MSG;
+    s->msgs[i].size = PEER_MSG;
+    s->msgs[i].tag = 3;
+    s->msgs[i].mhandle = s->mh;
   }
+  s->lane.comm = comm;
+  s->lane.send = send;
+  s->lane.msgs = s->msgs;
+  s->lane.nmsgs = PEER_NMSGS;
+  s->lane.window = PEER_SLOTS;
+  return 0;
 }
 
 /* The surviving side's run: it must end in a plugin error, soon enough.
@@ -75,26 +98,14 @@ static void peer_msgs(struct rail_nd_msg *msgs, uint8_t *arena, void *mh) {
 static void survive(struct harness *h, void *comm, int send, int sig) {
   long timeout_ms = harness_env_ms("NCCL_RAIL_TIMEOUT_MS", "2000");
   long bound_ms = timeout_ms + 5000; /* scheduling on a loaded 2-core CI box */
-  uint8_t *arena = malloc((size_t)PEER_SLOTS * PEER_MSG);
-  struct rail_nd_msg *msgs = calloc(PEER_NMSGS, sizeof(*msgs));
   struct peer_kill k = {h, sig, 0, 0, bound_ms};
-  struct rail_nd_lane lane = {0};
-  void *mh = NULL;
+  struct peer_stream s;
   int rc;
 
-  if (arena == NULL || msgs == NULL) goto out;
-  harness_pattern_fill(arena, (size_t)PEER_SLOTS * PEER_MSG, 5);
-  CHECK_EQ_INT(rail_nd_reg_mr(&h->nd, comm, arena, (size_t)PEER_SLOTS * PEER_MSG, &mh),
-               ncclSuccess);
-  peer_msgs(msgs, arena, mh);
-  lane.comm = comm;
-  lane.send = send;
-  lane.msgs = msgs;
-  lane.nmsgs = PEER_NMSGS;
-  lane.window = PEER_SLOTS;
-  lane.on_pass = signal_peer;
-  lane.arg = &k;
-  rc = rail_nd_run(&h->nd, &lane, 1, WAIT_MS + (int)bound_ms);
+  if (peer_stream_prepare(h, comm, send, &s) != 0) goto out;
+  s.lane.on_pass = signal_peer;
+  s.lane.arg = &k;
+  rc = rail_nd_run(&h->nd, &s.lane, 1, WAIT_MS + (int)bound_ms);
   CHECK(k.signalled);
   if (k.signalled) {
     long took_ms = (long)((rail_nd_now_ns() - k.t_signal) / 1000000);
@@ -105,61 +116,47 @@ static void survive(struct harness *h, void *comm, int send, int sig) {
   }
   if (sig != SIGKILL) kill(h->peer, SIGKILL); /* it may live on past a partition */
   /* NCCL's abort path: deregister and close; neither may crash or block. */
-  if (mh != NULL) rail_nd_dereg_mr(&h->nd, comm, mh);
+  if (s.mh != NULL) rail_nd_dereg_mr(&h->nd, comm, s.mh);
   if (send)
     rail_nd_close_send(&h->nd, comm);
   else
     rail_nd_close_recv(&h->nd, comm);
 out:
-  free(arena);
-  free(msgs);
+  free(s.arena);
+  free(s.msgs);
 }
 
 /* The doomed side runs until it dies; returning at all is a failure. */
 static void doomed(struct harness *h, void *comm, int send) {
-  uint8_t *arena = malloc((size_t)PEER_SLOTS * PEER_MSG);
-  struct rail_nd_msg *msgs = calloc(PEER_NMSGS, sizeof(*msgs));
-  struct rail_nd_lane lane = {0};
-  void *mh = NULL;
+  struct peer_stream s;
   int rc;
 
-  if (arena == NULL || msgs == NULL) return;
-  harness_pattern_fill(arena, (size_t)PEER_SLOTS * PEER_MSG, 5);
-  CHECK_EQ_INT(rail_nd_reg_mr(&h->nd, comm, arena, (size_t)PEER_SLOTS * PEER_MSG, &mh),
-               ncclSuccess);
-  peer_msgs(msgs, arena, mh);
-  lane.comm = comm;
-  lane.send = send;
-  lane.msgs = msgs;
-  lane.nmsgs = send ? PEER_NMSGS : PEER_BEFORE;
-  lane.window = PEER_SLOTS;
-  rc = rail_nd_run(&h->nd, &lane, 1, WAIT_MS);
+  if (peer_stream_prepare(h, comm, send, &s) != 0) return;
+  s.lane.nmsgs = send ? PEER_NMSGS : PEER_BEFORE;
+  rc = rail_nd_run(&h->nd, &s.lane, 1, WAIT_MS);
   if (!send && rc == ncclSuccess) {
     /* A receiver reports its progress, then keeps receiving until killed. */
     uint8_t ready = 'r';
     rail_nd_oob_send(h->oob, &ready, 1);
-    lane.nmsgs = PEER_NMSGS;
-    rc = rail_nd_run(&h->nd, &lane, 1, 4 * WAIT_MS);
+    s.lane.nmsgs = PEER_NMSGS;
+    rc = rail_nd_run(&h->nd, &s.lane, 1, 4 * WAIT_MS);
   }
   fprintf(stderr, "%s: still alive after the transfer ended with %d\n", rail_test_current, rc);
   rail_test_failed_checks++;
 }
 
-void harness_partition_parent(struct harness *h) {
+/* The parent receives and survives; the child is the doomed sender. */
+static void survive_receiving(struct harness *h, int sig) {
   void *comm = NULL;
   if (harness_plugin_up(h) != 0) return;
   CHECK_EQ_INT(rail_nd_pair_listen(&h->nd, 0, h->oob, &comm, WAIT_MS), ncclSuccess);
-  if (comm != NULL) survive(h, comm, 0, 0);
+  if (comm != NULL) survive(h, comm, 0, sig);
   harness_plugin_down(h);
 }
 
-void harness_killed_sender_parent(struct harness *h) {
-  void *comm = NULL;
-  if (harness_plugin_up(h) != 0) return;
-  CHECK_EQ_INT(rail_nd_pair_listen(&h->nd, 0, h->oob, &comm, WAIT_MS), ncclSuccess);
-  if (comm != NULL) survive(h, comm, 0, SIGKILL);
-  harness_plugin_down(h);
-}
+void harness_partition_parent(struct harness *h) { survive_receiving(h, 0); }
+
+void harness_killed_sender_parent(struct harness *h) { survive_receiving(h, SIGKILL); }
 
 void harness_doomed_sender_child(struct harness *h) {
   void *comm = NULL;
@@ -190,41 +187,31 @@ void harness_doomed_receiver_child(struct harness *h) {
  * blob, and clients that stay silent. accept must keep answering "not yet"
  * without error, and the real peer must still connect and transfer. */
 #define MAX_LISTEN 64
+#define GARBAGE_KINDS 7
 
-static int open_garbage(const struct rail_nd_sock *ls, int kind, uint64_t *rng) {
-  struct sockaddr_storage ss;
-  socklen_t len;
-  uint8_t junk[4096];
-  int fd;
-
-  memset(&ss, 0, sizeof(ss));
+/* The address a client reaches listening socket ls at: its own, or
+ * loopback where it listens on every address. Returns its length. */
+static socklen_t garbage_addr(const struct rail_nd_sock *ls, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof(*ss));
   if (ls->family == AF_INET) {
-    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
     sin->sin_family = AF_INET;
     sin->sin_port = htons(ls->local_port);
     memcpy(&sin->sin_addr, ls->local, 4);
     if (sin->sin_addr.s_addr == htonl(INADDR_ANY)) sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    len = sizeof(*sin);
-  } else {
-    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-    sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons(ls->local_port);
-    memcpy(&sin6->sin6_addr, ls->local, 16);
-    if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr)) sin6->sin6_addr = in6addr_loopback;
-    len = sizeof(*sin6);
+    return sizeof(*sin);
   }
-  fd = socket(ls->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
-    int err = errno;
-    fprintf(stderr, "garbage: connect to port %u: %s\n", ls->local_port, strerror(err));
-    close(fd);
-    return -err;
-  }
-  for (size_t i = 0; i < sizeof(junk); i += 8) {
-    uint64_t v = harness_splitmix(rng);
-    memcpy(junk + i, &v, 8);
-  }
+  struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(ls->local_port);
+  memcpy(&sin6->sin6_addr, ls->local, 16);
+  if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr)) sin6->sin6_addr = in6addr_loopback;
+  return sizeof(*sin6);
+}
+
+/* What client `kind` does on its connected socket fd with 4 KiB of random
+ * junk. Returns fd where the client stays connected, else -1 (closed). */
+static int garbage_act(int fd, int kind, uint8_t *junk, size_t junk_len) {
   switch (kind) {
   case 0: /* connect and close */
     close(fd);
@@ -241,7 +228,7 @@ static int open_garbage(const struct rail_nd_sock *ls, int kind, uint64_t *rng) 
     return -1;
   }
   case 3: /* 4 KiB of random bytes, left open */
-    send(fd, junk, sizeof(junk), MSG_NOSIGNAL | MSG_DONTWAIT);
+    send(fd, junk, junk_len, MSG_NOSIGNAL | MSG_DONTWAIT);
     return fd;
   case 4: /* a handle-sized block of zeros, left open */
     memset(junk, 0, NCCL_NET_HANDLE_MAXSIZE);
@@ -256,6 +243,53 @@ static int open_garbage(const struct rail_nd_sock *ls, int kind, uint64_t *rng) 
   }
 }
 
+/* One client of the given kind on ls: the fd it leaves open, -1 when it
+ * closed, or -errno when it could not connect. */
+static int open_garbage(const struct rail_nd_sock *ls, int kind, uint64_t *rng) {
+  struct sockaddr_storage ss;
+  socklen_t len = garbage_addr(ls, &ss);
+  uint8_t junk[4096];
+  int fd;
+
+  fd = socket(ls->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+    int err = errno;
+    fprintf(stderr, "garbage: connect to port %u: %s\n", ls->local_port, strerror(err));
+    close(fd);
+    return -err;
+  }
+  for (size_t i = 0; i < sizeof(junk); i += 8) {
+    uint64_t v = harness_splitmix(rng);
+    memcpy(junk + i, &v, 8);
+  }
+  return garbage_act(fd, kind, junk, sizeof(junk));
+}
+
+/* Every kind of client on every listening socket of this process, with
+ * accept asked after each. Returns how many listening sockets there were;
+ * the clients left open are appended to open_fds. */
+static int garbage_flood(struct harness *h, void *lc, int *open_fds, int *nopen) {
+  struct rail_nd_sock socks[MAX_LISTEN];
+  uint64_t rng = h->seed;
+  int nlisten;
+
+  /* The harness itself listens nowhere (its bootstrap is a socketpair), so
+   * every listening TCP socket of this process is the plugin's. */
+  nlisten = rail_nd_tcp_socks(0x0A, socks, MAX_LISTEN);
+  for (int a = 0; a < nlisten; a++) {
+    for (int kind = 0; kind < GARBAGE_KINDS; kind++) {
+      int fd = open_garbage(&socks[a], kind, &rng);
+      void *none = NULL;
+      if (fd >= 0) open_fds[(*nopen)++] = fd;
+      /* accept must turn every one of them away without failing. */
+      CHECK_EQ_INT(rail_nd_accept(&h->nd, lc, &none), ncclSuccess);
+      CHECK(none == NULL);
+    }
+  }
+  return nlisten;
+}
+
 static void garbage_plan(struct harness_plan *p) {
   static const size_t sizes[] = {0, 1, 4096, 100000, 1 << 20, 8 << 20};
   memset(p, 0, sizeof(*p));
@@ -264,29 +298,15 @@ static void garbage_plan(struct harness_plan *p) {
 }
 
 void harness_garbage_parent(struct harness *h) {
-  struct rail_nd_sock socks[MAX_LISTEN];
   char handle[NCCL_NET_HANDLE_MAXSIZE] = {0};
-  int open_fds[MAX_LISTEN * 8], nopen = 0, nlisten;
-  uint64_t rng = h->seed;
+  int open_fds[MAX_LISTEN * GARBAGE_KINDS], nopen = 0, nlisten;
   void *lc = NULL, *comm = NULL;
   struct harness_plan plan;
 
   if (harness_plugin_up(h) != 0) return;
   CHECK_EQ_INT(rail_nd_listen(&h->nd, 0, handle, &lc), ncclSuccess);
   if (lc == NULL) return;
-  /* The harness itself listens nowhere (its bootstrap is a socketpair), so
-   * every listening TCP socket of this process is the plugin's. */
-  nlisten = rail_nd_tcp_socks(0x0A, socks, MAX_LISTEN);
-  for (int a = 0; a < nlisten; a++) {
-    for (int kind = 0; kind < 7; kind++) {
-      int fd = open_garbage(&socks[a], kind, &rng);
-      void *none = NULL;
-      if (fd >= 0) open_fds[nopen++] = fd;
-      /* accept must turn every one of them away without failing. */
-      CHECK_EQ_INT(rail_nd_accept(&h->nd, lc, &none), ncclSuccess);
-      CHECK(none == NULL);
-    }
-  }
+  nlisten = garbage_flood(h, lc, open_fds, &nopen);
   fprintf(stderr, "garbage: %d listening sockets, %d silent or junk clients left open\n", nlisten,
           nopen);
   CHECK(nlisten >= 1);
