@@ -215,37 +215,85 @@ static int usage(void) {
   return 2;
 }
 
-int main(int argc, char **argv) {
-  struct harness h = {0};
-  const struct scenario *sc = NULL;
-  const char *name = NULL;
-  static char label[96];
-  int status;
-
-  h.seed = (uint64_t)time(NULL);
-  h.version = 11;
+/* Fills h and *name from the command line; -1 where usage should answer. */
+static int parse_options(int argc, char **argv, struct harness *h, const char **name) {
+  h->seed = (uint64_t)time(NULL);
+  h->version = 11;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--plugin") == 0)
-      h.plugin = argv[i + 1];
+      h->plugin = argv[i + 1];
     else if (strcmp(argv[i], "--version") == 0)
-      h.version = atoi(argv[i + 1]);
+      h->version = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--scenario") == 0)
-      name = argv[i + 1];
+      *name = argv[i + 1];
     else if (strcmp(argv[i], "--seed") == 0)
-      h.seed = strtoull(argv[i + 1], NULL, 0);
+      h->seed = strtoull(argv[i + 1], NULL, 0);
     else if (strcmp(argv[i], "--path") == 0)
-      h.so_path = argv[i + 1];
+      h->so_path = argv[i + 1];
     else if (strcmp(argv[i], "--peer-netns") == 0)
-      h.peer_netns = argv[i + 1];
+      h->peer_netns = argv[i + 1];
     else if (strcmp(argv[i], "--peer-ifnames") == 0)
-      h.peer_ifnames = argv[i + 1];
+      h->peer_ifnames = argv[i + 1];
     else
-      return usage();
+      return -1;
   }
-  if (argc % 2 == 0 || h.plugin == NULL || name == NULL || h.version < 8 || h.version > 11)
-    return usage();
+  if (argc % 2 == 0 || h->plugin == NULL || *name == NULL || h->version < 8 || h->version > 11)
+    return -1;
+  return 0;
+}
+
+static const struct scenario *find_scenario(const char *name) {
+  const struct scenario *sc = NULL;
   for (size_t i = 0; i < NSCENARIOS; i++)
     if (strcmp(scenarios[i].name, name) == 0) sc = &scenarios[i];
+  return sc;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+static char label[96]; /* rail_test_current: "v11.sizes", "v11.sizes/child" */
+
+static _Noreturn void run_child(struct harness *h, const struct scenario *sc) {
+  h->child = 1;
+  snprintf(label, sizeof(label), "v%d.%s/child", h->version, sc->name);
+  if (h->peer_netns != NULL && enter_netns(h->peer_netns) != 0) _exit(1);
+  /* Another "node" on the same host: its own NICs (the rxe rig's
+   * sender side), read by the plugin at its init, after the fork. */
+  if (h->peer_ifnames != NULL) setenv("NCCL_RAIL_IFNAMES", h->peer_ifnames, 1);
+  sc->child(h);
+  fflush(stdout);
+  fflush(stderr);
+  /* _exit: the plugin's threads and atexit handlers are not ours to
+   * run twice; the parent judges us by this status. */
+  _exit(rail_test_failed_checks ? 1 : 0);
+}
+
+/* Each process opens and initialises the plugin after the fork, so no
+ * plugin thread or socket is shared between them. -1 where the fork failed. */
+static int run_forked(struct harness *h, const struct scenario *sc) {
+  int status;
+
+  h->peer = rail_nd_fork_pair(&h->oob);
+  if (h->peer < 0) return -1;
+  if (h->peer == 0) run_child(h, sc);
+  sc->parent(h);
+  /* A child still waiting on a step the parent gave up on fails fast. */
+  close(h->oob);
+  status = rail_nd_reap(h->peer, WAIT_MS);
+  if (sc->child_status >= 0 && status != sc->child_status) {
+    fprintf(stderr, "%s: child exit status %d, expected %d\n", label, status, sc->child_status);
+    rail_test_failed_checks++;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  struct harness h = {0};
+  const struct scenario *sc;
+  const char *name = NULL;
+
+  if (parse_options(argc, argv, &h, &name) != 0) return usage();
+  sc = find_scenario(name);
   if (sc == NULL) return usage();
   /* Loopback unless the caller chose interfaces. */
   setenv("NCCL_RAIL_IFNAMES", "lo", 0);
@@ -259,36 +307,10 @@ int main(int argc, char **argv) {
   rail_test_current = label;
   fprintf(stderr, "%s: plugin %s, seed %" PRIu64 "\n", label, h.plugin, h.seed);
 
-  if (sc->child == NULL) {
+  if (sc->child == NULL)
     sc->parent(&h);
-  } else {
-    /* Each process opens and initialises the plugin after the fork, so no
-     * plugin thread or socket is shared between them. */
-    h.peer = rail_nd_fork_pair(&h.oob);
-    if (h.peer < 0) return 1;
-    if (h.peer == 0) {
-      h.child = 1;
-      snprintf(label, sizeof(label), "v%d.%s/child", h.version, sc->name);
-      if (h.peer_netns != NULL && enter_netns(h.peer_netns) != 0) _exit(1);
-      /* Another "node" on the same host: its own NICs (the rxe rig's
-       * sender side), read by the plugin at its init, after the fork. */
-      if (h.peer_ifnames != NULL) setenv("NCCL_RAIL_IFNAMES", h.peer_ifnames, 1);
-      sc->child(&h);
-      fflush(stdout);
-      fflush(stderr);
-      /* _exit: the plugin's threads and atexit handlers are not ours to
-       * run twice; the parent judges us by this status. */
-      _exit(rail_test_failed_checks ? 1 : 0);
-    }
-    sc->parent(&h);
-    /* A child still waiting on a step the parent gave up on fails fast. */
-    close(h.oob);
-    status = rail_nd_reap(h.peer, WAIT_MS);
-    if (sc->child_status >= 0 && status != sc->child_status) {
-      fprintf(stderr, "%s: child exit status %d, expected %d\n", label, status, sc->child_status);
-      rail_test_failed_checks++;
-    }
-  }
+  else if (run_forked(&h, sc) != 0)
+    return 1;
   printf("%s %s\n", rail_test_failed_checks ? "FAIL" : "ok  ", label);
   fflush(stdout);
   /* Skip the plugin's destructors, as NCCL never unloads it mid-process. */
