@@ -14,8 +14,15 @@
 #include <stdint.h>
 
 #define RAIL_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
-#define RAIL_NET_MAX_MEMBERS 4    /* NICs fused into one device */
-#define RAIL_NET_MAX_REQUESTS 32  /* in flight per comm, at least */
+/* NICs fused into one device: net v12's NCCL_NET_MAX_DEVS_PER_NIC. A
+ * connection stripes over every rail of the connecting device, each rail
+ * matched to one of the listen addresses the handle names: its 128 bytes
+ * name up to 8 IPv4 or 4 IPv6 rails, so a listener whose device has more
+ * IPv6 members than fit offers only the first that fit (with an INFO), and
+ * its peers' rails share those. The ABI shell caps ABIs before v12 at 4. */
+#define RAIL_NET_MAX_MEMBERS 8
+#define RAIL_NET_MAX_REQUESTS 32 /* in flight per comm, at least */
+#define RAIL_NET_MAX_RECVS 8     /* buffers one irecv may take, at most (maxRecvs) */
 #define RAIL_NET_PTR_HOST 0x1
 
 struct rail_net_props {
@@ -28,8 +35,8 @@ struct rail_net_props {
   int port;
   float latency_us;
   int max_comms;
-  int max_recvs;
-  int ndevs; /* members: indexes in the physical interface table. With
+  int max_recvs; /* what the device's transport supports, 1..RAIL_NET_MAX_RECVS */
+  int ndevs;     /* members: indexes in the physical interface table. With
               * NCCL_RAIL_FUSE=0 those are NCCL's device indexes too; with
               * FUSE=1 only fused devices are exposed and the indexes name
               * interfaces NCCL does not see. */
@@ -58,9 +65,13 @@ int rail_net_make_vdevice(const int *members, int nmembers, int *dev);
 /* handle: RAIL_NET_HANDLE_BYTES, filled by listen, read by connect. */
 int rail_net_listen(int dev, void *handle, void **listen_comm);
 /* traffic_class: -1 = unset. NCCL calls again with the same handle while
- * *send_comm comes back NULL; the connection's progress is kept in the
- * caller's copy of the handle (its last 16 bytes). connect and accept give
- * up with -ETIMEDOUT after NCCL_RAIL_CONNECT_TIMEOUT_MS. */
+ * *send_comm comes back NULL; the connection in progress lives in a table
+ * of this process, and the caller's copy of the handle holds only a random
+ * key to it (its last 8 bytes), so a tampered handle can only miss. A
+ * handle that is not a valid nccl-rail handle is -EPROTO (another protocol
+ * version: -EPROTONOSUPPORT), with a WARN. connect and accept give up with
+ * -ETIMEDOUT after NCCL_RAIL_CONNECT_TIMEOUT_MS; a connect abandoned by its
+ * caller is reclaimed after that too. */
 int rail_net_connect(int dev, void *handle, int traffic_class, void **send_comm);
 int rail_net_accept(void *listen_comm, void **recv_comm);
 
@@ -77,27 +88,35 @@ int rail_net_dereg_mr(void *comm, void *mhandle);
  * acknowledged enough). A send of up to NCCL_RAIL_INLINE_BYTES completes
  * once written to the socket; a larger one once the receiver holds every
  * byte (so that chunks of a failed rail can be sent again). Sizes above
- * RAIL_NET_MAX_P2P_BYTES are -EINVAL. irecv takes n = 1 only (max_recvs);
- * a message larger than the posted size fails that receive with -EMSGSIZE,
- * writes nothing, and the connection goes on. */
+ * RAIL_NET_MAX_P2P_BYTES are -EINVAL. Every byte of a completed send
+ * reaches a receive posted for it, even when the sender closes right away.
+ * irecv takes 1..max_recvs buffers (n > max_recvs: -EINVAL), completed
+ * together; the sends match them in order, and within one irecv by tag as
+ * NCCL's IB transport does (the k-th send with a tag takes the k-th buffer
+ * with that tag). A message larger than its buffer fails that receive
+ * with -EMSGSIZE, writes nothing, and the connection goes on. */
 int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                    void **request);
 int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
                    void **mhandles, void **request);
 /* Makes data a receive wrote visible to the GPU: a request, or *request =
- * NULL when there is nothing to do (host memory, sockets). */
+ * NULL when there is nothing to do (host memory, sockets). n as irecv's. */
 int rail_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
                     void **request);
 /* sizes: NULL, or one int for a send, n ints for a receive; written when
  * done. Requests complete with -ECONNRESET / -EPIPE when the peer closes or
  * dies, -ENETDOWN / -ETIMEDOUT when no rail is left, each with one WARN
- * naming the peer or rail. Polled: never blocks. */
+ * naming the peer or rail. A peer is dead only when its kernel stops
+ * answering (net/core/liveness.h), never for being slow to post: a rank may
+ * be late by any time. Polled: never blocks. */
 int rail_net_test(void *request, int *done, int *sizes);
 
 /* Close in any state (mid-connect is NCCL's handle, not a comm; with
  * requests in flight; after errors): threads are joined, sockets closed,
- * memory freed. A send comm first lets its last inline messages reach the
- * kernel, waiting at most a second. Never blocks longer. */
+ * memory freed. A send comm first drains: its completed messages reach the
+ * peer's kernel, waiting at most a second (RAIL_NET_CLOSE_DRAIN_MS). Never
+ * blocks longer. */
+#define RAIL_NET_CLOSE_DRAIN_MS 1000
 int rail_net_close_send(void *send_comm);
 int rail_net_close_recv(void *recv_comm);
 int rail_net_close_listen(void *listen_comm);
@@ -121,5 +140,9 @@ struct rail_net_stats {
 };
 /* comm: a send or recv comm. */
 int rail_net_comm_stats(void *comm, struct rail_net_stats *stats);
+/* Abandons a rail of a send or recv comm as if its interface went down:
+ * what the link monitor does, for tests. -EOPNOTSUPP where the transport
+ * leaves rails only on its own. */
+int rail_net_comm_rail_down(void *comm, int rail);
 
 #endif

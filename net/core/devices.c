@@ -67,15 +67,36 @@ static void rail_devices_unique_name(struct rail_devtab *t, struct rail_device *
   }
 }
 
-/* Fills devs[ndevs] from phys members; the caller bumps ndevs. */
+/* The members' common rail id (plane = 0) or plane id (plane = 1) in the
+ * topology: -1 when one member is unknown to the model or two differ. */
+static int rail_devices_common_id(const struct rail_topo *topo, const struct rail_devtab *t,
+                                  const int *members, int n, int plane) {
+  int id = -1;
+
+  for (int i = 0; i < n; i++) {
+    const struct rail_topo_nic *nic =
+        topo != NULL ? rail_topo_find_netdev(topo, t->phys[members[i]].name) : NULL;
+    int v;
+    if (nic == NULL) return -1;
+    v = plane ? nic->plane_id : nic->rail_id;
+    if (v < 0 || (i > 0 && v != id)) return -1;
+    id = v;
+  }
+  return id;
+}
+
+/* Fills devs[ndevs] from phys members; the caller counts it. */
 static void rail_devices_fill(struct rail_devtab *t, struct rail_device *d, const int *members,
-                              int n, const char *group_pci, int group_numa) {
+                              int n, const struct rail_topo *topo, const char *group_pci,
+                              int group_numa) {
   const char *paths[RAIL_NET_MAX_MEMBERS];
   size_t off = 0;
 
   memset(d, 0, sizeof(*d));
   d->nrails = n;
   d->numa = group_numa;
+  d->rail_id = rail_devices_common_id(topo, t, members, n, 0);
+  d->plane_id = rail_devices_common_id(topo, t, members, n, 1);
   for (int i = 0; i < n; i++) {
     const struct rail_iface *ifc = &t->phys[members[i]];
     d->members[i] = members[i];
@@ -107,13 +128,14 @@ static void rail_devices_log(const struct rail_devtab *t) {
                               rail_ifaces_addr_str(&d->rails[r].addr, addr, sizeof(addr)),
                               d->rails[r].prefix_len, d->rails[r].speed_mbps);
     RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
-              "device %d %s: %d Mbps, pci %s, numa %d, rails: %s", i, d->name, d->speed_mbps,
-              d->pci_path[0] ? d->pci_path : "none", d->numa, rails);
+              "device %d %s: %d Mbps over %s, pci %s, numa %d, rail id %d, plane id %d, rails: %s",
+              i, d->name, d->speed_mbps, d->transport != NULL ? d->transport->name : "?",
+              d->pci_path[0] ? d->pci_path : "none", d->numa, d->rail_id, d->plane_id, rails);
   }
 }
 
 int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int n,
-                       const struct rail_topo *topo, int fuse) {
+                       const struct rail_topo *topo, int fuse, rail_devices_complete_fn complete) {
   int assigned[RAIL_IFACES_MAX] = {0};
 
   if (n < 0 || n > RAIL_IFACES_MAX) return -EINVAL;
@@ -150,15 +172,17 @@ int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int 
       assigned[i] = 1;
       g = NULL;
     }
-    rail_devices_fill(t, &t->devs[t->ndevs], members, nm, g != NULL ? g->pci_path : NULL,
+    rail_devices_fill(t, &t->devs[t->ndevs], members, nm, topo, g != NULL ? g->pci_path : NULL,
                       g != NULL ? g->numa : -1);
+    if (complete != NULL) complete(&t->devs[t->ndevs]);
     t->ndevs++;
   }
   rail_devices_log(t);
   return 0;
 }
 
-int rail_devices_add(struct rail_devtab *t, const int *members, int n, int *dev) {
+int rail_devices_add(struct rail_devtab *t, const int *members, int n, const struct rail_topo *topo,
+                     rail_devices_complete_fn complete, int *dev) {
   struct rail_device *d;
 
   if (n < 1 || n > RAIL_NET_MAX_MEMBERS) return -EINVAL;
@@ -169,9 +193,8 @@ int rail_devices_add(struct rail_devtab *t, const int *members, int n, int *dev)
   }
   if (t->ndevs >= RAIL_DEVICES_MAX) return -ENOSPC;
   d = &t->devs[t->ndevs];
-  rail_devices_fill(t, d, members, n, NULL, -1);
-  /* Publish the entry before the count: readers index below ndevs. */
-  __atomic_store_n(&t->ndevs, t->ndevs + 1, __ATOMIC_RELEASE);
-  *dev = t->ndevs - 1;
+  rail_devices_fill(t, d, members, n, topo, NULL, -1);
+  if (complete != NULL) complete(d);
+  *dev = t->ndevs++;
   return 0;
 }

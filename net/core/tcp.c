@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "net/core/ifaces.h"
+#include "net/core/liveness.h"
 #include "common/log.h"
 #include "common/param.h"
 
@@ -24,19 +25,12 @@ static void rail_tcp_opt(int fd, int level, int name, int value, const char *wha
 }
 
 void rail_tcp_tune(int fd, int family, int kind, int traffic_class) {
-  long long timeout_ms = rail_param_int(RAIL_PARAM_TIMEOUT_MS);
   long long bufsz = rail_param_int(RAIL_PARAM_SOCKBUF_BYTES);
-  int idle_s = (int)(timeout_ms / 2000), intvl_s = (int)(timeout_ms / 4000);
 
   rail_tcp_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
-  /* Unacknowledged data older than the timeout fails the socket; keepalive
-   * probes make an idle socket to a vanished peer fail too (the user
-   * timeout then also bounds the probing). */
-  rail_tcp_opt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, (int)timeout_ms, "TCP_USER_TIMEOUT");
-  rail_tcp_opt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
-  rail_tcp_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, idle_s > 0 ? idle_s : 1, "TCP_KEEPIDLE");
-  rail_tcp_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, intvl_s > 0 ? intvl_s : 1, "TCP_KEEPINTVL");
-  rail_tcp_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, 3, "TCP_KEEPCNT");
+  /* Keepalive only; a peer with bytes outstanding is judged by whoever
+   * owns the stream calling rail_liveness_check (liveness.h). */
+  rail_liveness_tune(fd, (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS));
   if (kind == RAIL_TCP_DATA && bufsz > 0) {
     rail_tcp_opt(fd, SOL_SOCKET, SO_SNDBUF, (int)bufsz, "SO_SNDBUF");
     rail_tcp_opt(fd, SOL_SOCKET, SO_RCVBUF, (int)bufsz, "SO_RCVBUF");

@@ -18,11 +18,12 @@ enum rail_tcp_kind {
 /* A TCP socket of `family`, close-on-exec and non-blocking. fd or -errno. */
 int rail_tcp_open(int family);
 
-/* Options every stream gets: TCP_NODELAY; TCP_USER_TIMEOUT and keepalive
- * from NCCL_RAIL_TIMEOUT_MS, so a silent peer or path fails in bounded time;
- * SO_SNDBUF/SO_RCVBUF only when NCCL_RAIL_SOCKBUF_BYTES > 0 (Linux
- * auto-tuning is usually better); IP_TOS / IPV6_TCLASS when traffic_class
- * >= 0. Failures of optional settings are logged at INFO and ignored. */
+/* Options every stream gets: TCP_NODELAY; keepalive from
+ * NCCL_RAIL_TIMEOUT_MS (rail_liveness_tune: no TCP_USER_TIMEOUT, which
+ * would kill a live receiver's closed window); SO_SNDBUF/SO_RCVBUF only
+ * when NCCL_RAIL_SOCKBUF_BYTES > 0 (Linux auto-tuning is usually better);
+ * IP_TOS / IPV6_TCLASS when traffic_class >= 0. Failures of optional
+ * settings are logged at INFO and ignored. */
 void rail_tcp_tune(int fd, int family, int kind, int traffic_class);
 
 /* Bounds how much unsent data a data stream may hold in its socket buffer,

@@ -7,16 +7,154 @@
  * tests/fuzz/.
  *
  * Formats of core and the socket transport are in wire.c; those of the
- * verbs transport in wire_verbs.c. */
+ * verbs transport in wire_verbs.c. All are little-endian unless a field
+ * says otherwise. Pure functions, thread-safe. */
 #ifndef RAIL_NET_CORE_WIRE_H
 #define RAIL_NET_CORE_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "common/bytes.h"
+#include "net/net.h"
+#include "topology/topo.h"
 
 /* ---- core and socket transport (wire.c) ---------------------------------- */
+
+#define RAIL_WIRE_MAGIC 0x4c494152u /* "RAIL" */
+
+/* The handle: 128 bytes (NCCL_NET_HANDLE_MAXSIZE), written by listen(),
+ * carried by NCCL's bootstrap to the peer's connect().
+ *    0  u32  magic "RAIL"
+ *    4  u8   handle version (RAIL_WIRE_HANDLE_VERSION)
+ *    5  u8   transport the listener offers (its wire id)
+ *    6  u8   rails named below (1..8)
+ *    7  u8   0
+ *    8  u64  nonce: random, proves a socket was opened by the holder
+ *   16  16B  the listener's topology fingerprint
+ *   32  ...  each rail's listen address: u8 family (4 or 6), u16 port
+ *            (network order), then 4 or 16 address bytes; 7 or 19 bytes a
+ *            rail, so 88 bytes name 8 IPv4 or 4 IPv6 rails
+ *  120  u64  connect token: 0 as the listener writes it; the connecting
+ *            process keeps a key to its own table there while connect()
+ *            is in progress (never a pointer)
+ * Version 3: addresses packed by family (8 rails), the token. */
+#define RAIL_WIRE_HANDLE_VERSION 3
+#define RAIL_WIRE_HANDLE_BYTES 128
+#define RAIL_WIRE_HANDLE_TOKEN_OFF 120
+#define RAIL_WIRE_HANDLE_MAX_RAILS 8
+
+struct rail_wire_handle {
+  uint8_t transport;
+  int nrails;
+  uint64_t nonce;
+  struct rail_topo_fp fp;
+  struct sockaddr_storage rails[RAIL_WIRE_HANDLE_MAX_RAILS]; /* with port */
+};
+
+/* Writes the handle (token 0) into buf (len >= RAIL_WIRE_HANDLE_BYTES) with
+ * the first rails that fit; returns how many did (>= 1), or -EINVAL for no
+ * rail or an address that is neither IPv4 nor IPv6. */
+int rail_wire_handle_encode(const struct rail_wire_handle *h, void *buf, size_t len);
+int rail_wire_handle_decode(const void *buf, size_t len, struct rail_wire_handle *h);
+/* The version byte of a handle that decoded with -EPROTONOSUPPORT, for the
+ * message naming both versions. */
+unsigned rail_wire_handle_version(const void *buf);
+uint64_t rail_wire_handle_token(const void *buf);
+void rail_wire_handle_set_token(void *buf, uint64_t token);
+
+/* The hello: the first 48 bytes on every socket of a connection.
+ *    0  u32  magic, 4 u8 hello version, 5 u8 kind (0 control, 1 data),
+ *    6  u8   rail, 7 u8 stream (data streams: 0..K-1)
+ *    8  u64  nonce from the handle, 16 u64 connection id (random per connect)
+ *   24  16B  the connector's fingerprint
+ *   40  u8   rails of the connection (1..8), 41 u8 data streams per rail (K,
+ *            0..16), 42 u8 transport the connector chose (wire id),
+ *   43  u8   control record version, 44 u8 chunk header version, 45..47 0
+ * A hello whose record or chunk version is not ours is -EPROTONOSUPPORT. */
+#define RAIL_WIRE_HELLO_VERSION 3
+#define RAIL_WIRE_HELLO_BYTES 48
+#define RAIL_WIRE_HELLO_CONTROL 0
+#define RAIL_WIRE_HELLO_DATA 1
+#define RAIL_WIRE_MAX_RAILS 8
+#define RAIL_WIRE_MAX_STREAMS 16
+
+struct rail_wire_hello {
+  uint8_t kind;
+  uint8_t rail;
+  uint8_t stream;
+  uint64_t nonce;
+  uint64_t conn_id;
+  struct rail_topo_fp fp;
+  uint8_t nrails;
+  uint8_t nstreams;
+  uint8_t transport;
+};
+
+void rail_wire_hello_encode(const struct rail_wire_hello *h, uint8_t out[RAIL_WIRE_HELLO_BYTES]);
+/* Checks the magic, the versions and every range above (rail < nrails,
+ * stream < nstreams on a data stream). Does not check the nonce. */
+int rail_wire_hello_decode(const void *in, size_t len, struct rail_wire_hello *h);
+
+/* A control record of the socket transport: 32 bytes, then, for an inline
+ * MSG, `arg` payload bytes.
+ *    0 u8 type, 1 u8 flags, 2 u16 aux, 4 i32 tag, 8 u64 seq, 16 u64 arg,
+ *   24 u64 ack (bytes of the other direction's record stream the writer
+ *      has processed)
+ * What each type means is the socket transport's (net/socket/chan.h); the
+ * decoder checks what the format fixes: a known type, known flags, INLINE
+ * only on MSG, an inline payload of at most RAIL_WIRE_MAX_INLINE. */
+#define RAIL_WIRE_REC_VERSION 3
+#define RAIL_WIRE_REC_BYTES 32
+#define RAIL_WIRE_MAX_INLINE (1u << 20)
+enum rail_wire_rec_type {
+  RAIL_WIRE_REC_MSG = 1,
+  RAIL_WIRE_REC_RTR = 2,
+  RAIL_WIRE_REC_DONE = 3,
+  RAIL_WIRE_REC_DEAD = 4,
+  RAIL_WIRE_REC_ACK = 5,
+  RAIL_WIRE_REC_RESYNC = 6,
+  RAIL_WIRE_REC_ABORT = 7,
+};
+#define RAIL_WIRE_REC_INLINE 0x1
+
+struct rail_wire_rec {
+  uint8_t type;
+  uint8_t flags;
+  uint16_t aux;
+  int32_t tag;
+  uint64_t seq;
+  uint64_t arg;
+  uint64_t ack;
+};
+
+void rail_wire_rec_encode(const struct rail_wire_rec *r, uint8_t out[RAIL_WIRE_REC_BYTES]);
+/* *payload: the bytes that follow the record. */
+int rail_wire_rec_decode(const void *in, size_t len, struct rail_wire_rec *r, size_t *payload);
+
+/* A data stream's chunk header: 32 bytes, then len payload bytes.
+ *    0 u32 magic "CHNK", 4 u32 len, 8 u64 seq, 16 u64 offset,
+ *   24 u64 total (the message's size)
+ * The decoder guarantees 1 <= len <= RAIL_WIRE_CHUNK_MAX_LEN,
+ * 1 <= total <= RAIL_NET_MAX_P2P_BYTES, offset + len <= total without
+ * wrapping, offset a multiple of RAIL_WIRE_CHUNK_UNIT, and len one too
+ * unless the chunk ends the message. */
+#define RAIL_WIRE_CHUNK_VERSION 3
+#define RAIL_WIRE_CHUNK_BYTES 32
+#define RAIL_WIRE_CHUNK_MAGIC 0x4b4e4843u
+#define RAIL_WIRE_CHUNK_UNIT 4096u
+#define RAIL_WIRE_CHUNK_MAX_LEN (64u << 20) /* NCCL_RAIL_CHUNK_BYTES' maximum */
+
+struct rail_wire_chunk {
+  uint32_t len;
+  uint64_t seq;
+  uint64_t offset;
+  uint64_t total;
+};
+
+void rail_wire_chunk_encode(const struct rail_wire_chunk *c, uint8_t out[RAIL_WIRE_CHUNK_BYTES]);
+int rail_wire_chunk_decode(const void *in, size_t len, struct rail_wire_chunk *c);
 
 /* ---- verbs transport (wire_verbs.c) -------------------------------------- */
 

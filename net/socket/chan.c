@@ -1,18 +1,6 @@
-/* The control channel: an ordered, exactly-once record stream in each
- * direction, carried by one rail's non-blocking control stream and moved to
- * another rail's when that rail fails.
- *
- * Outgoing records are appended to a ring (`log`) and written from it; they
- * stay there until the peer's `ack` (carried by every record it writes)
- * says it has processed them. After a move, each side first writes RESYNC
- * (the offset its replay starts from, i.e. what the peer last acknowledged)
- * and then replays the log from there; the reader drops the replayed bytes
- * it had already processed. The receiver of a message may leave a MSG
- * unprocessed in `stage` until the matching irecv is posted; that is the
- * only flow control the channel needs.
- *
- * Everything here runs under comm->mu, on the caller's thread (isend, irecv,
- * test) or on a data thread appending DONE or DEAD. */
+/* The control channel (chan.h). */
+#include "net/socket/chan.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -20,47 +8,22 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "net/socket/comm.h"
 #include "common/log.h"
+#include "net/socket/sock.h"
 
 /* The reader acknowledges at least every this many bytes. */
 #define RAIL_CHAN_ACK_EVERY (64 * 1024)
-/* The largest inline payload any peer may send (NCCL_RAIL_INLINE_BYTES' max). */
-#define RAIL_CHAN_MAX_PAYLOAD (1u << 20)
 #define RAIL_CHAN_LOG_MAX (256u << 20)
+#define RAIL_CHAN_WINDOW_MIN (256u << 10)
+/* What a peer may have written that this end has not processed: the
+ * largest window (four of the largest inline messages; and one message of
+ * any size is let through an empty log), plus records outside the window
+ * (acknowledgements, notices), which come in far smaller numbers. More is
+ * a peer that ignores the window. */
+#define RAIL_CHAN_STAGE_MAX (4 * (RAIL_WIRE_REC_BYTES + RAIL_WIRE_MAX_INLINE) + (1u << 20))
+#define RAIL_CHAN_STAGE_MIN (64u << 10)
 /* How often the reader looks for the peer on the other rails' control streams. */
 #define RAIL_CHAN_STANDBY_NS (2 * 1000 * 1000ull)
-
-static void rail_put_le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t rail_get_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
-static void rail_rec_pack(const struct rail_rec *r, uint8_t out[RAIL_REC_BYTES]) {
-  out[0] = r->type;
-  out[1] = r->flags;
-  rail_put_le(out + 2, r->aux, 2);
-  rail_put_le(out + 4, (uint32_t)r->tag, 4);
-  rail_put_le(out + 8, r->seq, 8);
-  rail_put_le(out + 16, r->arg, 8);
-  rail_put_le(out + 24, r->ack, 8);
-}
-
-static void rail_rec_unpack(const uint8_t in[RAIL_REC_BYTES], struct rail_rec *r) {
-  r->type = in[0];
-  r->flags = in[1];
-  r->aux = (uint16_t)rail_get_le(in + 2, 2);
-  r->tag = (int32_t)(uint32_t)rail_get_le(in + 4, 4);
-  r->seq = rail_get_le(in + 8, 8);
-  r->arg = rail_get_le(in + 16, 8);
-  r->ack = rail_get_le(in + 24, 8);
-}
 
 /* ---- the log ring ------------------------------------------------------------ */
 
@@ -78,13 +41,13 @@ static void rail_ring_read(const uint8_t *ring, size_t cap, uint64_t off, void *
   if (len > first) memcpy((uint8_t *)dst + first, ring, len - first);
 }
 
-static int rail_chan_grow(struct rail_chan *ch, size_t need) {
+static int rail_chan_grow_log(struct rail_chan *ch, size_t need) {
   size_t cap = ch->log_cap, used = (size_t)(ch->head - ch->tail);
   uint8_t *log;
 
   while (cap < used + need)
     cap *= 2;
-  if (cap > RAIL_CHAN_LOG_MAX) return -ENOBUFS;
+  if (cap > RAIL_CHAN_LOG_MAX) return -ENOMEM;
   log = malloc(cap);
   if (log == NULL) return -ENOMEM;
   /* Keep every offset's byte at offset % cap in the new ring. */
@@ -101,52 +64,53 @@ static int rail_chan_grow(struct rail_chan *ch, size_t need) {
   return 0;
 }
 
-int rail_chan_init(struct rail_comm *c) {
-  struct rail_chan *ch = &c->chan;
-  size_t rec_max = RAIL_REC_BYTES + c->inline_max;
+int rail_chan_init(struct rail_chan *ch, int is_send, size_t inline_max) {
+  size_t rec_max = RAIL_WIRE_REC_BYTES + inline_max;
 
   memset(ch, 0, sizeof(*ch));
-  /* The sender's unacknowledged records (inline payloads included) are
-   * bounded so a receiver that stops posting holds back the sender; the
-   * receiver only writes small answers and never waits for log space. */
-  ch->soft_cap = c->is_send ? (4 * rec_max > (256u << 10) ? 4 * rec_max : (256u << 10)) : SIZE_MAX;
-  ch->log_cap = c->is_send ? 2 * ch->soft_cap : (64u << 10);
-  ch->stage_cap = 2 * rec_max > (64u << 10) ? 2 * rec_max : (64u << 10);
+  /* The sender's unacknowledged inline messages are bounded so that a
+   * receiver that stops posting holds back the sender; the receiver only
+   * writes small answers and never waits for log space. */
+  ch->window = is_send ? (4 * rec_max > RAIL_CHAN_WINDOW_MIN ? 4 * rec_max : RAIL_CHAN_WINDOW_MIN)
+                       : SIZE_MAX;
+  ch->log_cap = is_send ? 2 * ch->window : (64u << 10);
+  ch->stage_cap = 2 * rec_max > RAIL_CHAN_STAGE_MIN ? 2 * rec_max : RAIL_CHAN_STAGE_MIN;
   ch->log = malloc(ch->log_cap);
   ch->stage = malloc(ch->stage_cap);
   if (ch->log == NULL || ch->stage == NULL) {
-    free(ch->log);
-    free(ch->stage);
-    ch->log = ch->stage = NULL;
+    rail_chan_free(ch);
     return -ENOMEM;
   }
   return 0;
 }
 
-void rail_chan_free(struct rail_comm *c) {
-  free(c->chan.log);
-  free(c->chan.stage);
-  c->chan.log = c->chan.stage = NULL;
+void rail_chan_free(struct rail_chan *ch) {
+  free(ch->log);
+  free(ch->stage);
+  ch->log = ch->stage = NULL;
 }
 
-int rail_chan_append(struct rail_comm *c, struct rail_rec *rec, const void *payload, size_t plen,
-                     uint64_t *end) {
+int rail_chan_append(struct rail_sock *c, struct rail_wire_rec *rec, const void *payload,
+                     size_t plen, uint64_t *end) {
   struct rail_chan *ch = &c->chan;
-  size_t need = RAIL_REC_BYTES + plen;
-  uint8_t hdr[RAIL_REC_BYTES];
+  size_t need = RAIL_WIRE_REC_BYTES + plen;
+  uint8_t hdr[RAIL_WIRE_REC_BYTES];
 
-  if (rec->type == RAIL_REC_MSG && ch->head != ch->tail &&
-      ch->head - ch->tail + need > ch->soft_cap)
+  /* Only inline messages count against the window: every other record is
+   * small and must never be held back (a notice, a DONE, an ABORT). */
+  if ((rec->flags & RAIL_WIRE_REC_INLINE) && ch->head != ch->tail &&
+      ch->head - ch->tail + need > ch->window)
     return -ENOBUFS;
   if (ch->head - ch->tail + need > ch->log_cap) {
-    int rc = rail_chan_grow(ch, need);
+    int rc = rail_chan_grow_log(ch, need);
     if (rc != 0) return rc;
   }
   rec->ack = ch->consumed;
   ch->ack_sent = ch->consumed;
-  rail_rec_pack(rec, hdr);
+  rail_wire_rec_encode(rec, hdr);
   rail_ring_write(ch->log, ch->log_cap, ch->head, hdr, sizeof(hdr));
-  if (plen > 0) rail_ring_write(ch->log, ch->log_cap, ch->head + RAIL_REC_BYTES, payload, plen);
+  if (plen > 0)
+    rail_ring_write(ch->log, ch->log_cap, ch->head + RAIL_WIRE_REC_BYTES, payload, plen);
   ch->head += need;
   if (end != NULL) *end = ch->head;
   return 0;
@@ -154,8 +118,7 @@ int rail_chan_append(struct rail_comm *c, struct rail_rec *rec, const void *payl
 
 /* The peer acknowledged up to `ack`. Never past what this stream has
  * (re)written: after a move the replay still owes those bytes. */
-static int rail_chan_note_ack(struct rail_comm *c, uint64_t ack) {
-  struct rail_chan *ch = &c->chan;
+static int rail_chan_note_ack(struct rail_chan *ch, uint64_t ack) {
   uint64_t upto;
 
   if (ack > ch->head) return -EPROTO;
@@ -164,17 +127,24 @@ static int rail_chan_note_ack(struct rail_comm *c, uint64_t ack) {
   return 0;
 }
 
-void rail_chan_flush(struct rail_comm *c) {
-  struct rail_chan *ch = &c->chan;
+/* The current control stream, or NULL when it can carry nothing (dead, or
+ * a failure noted and not yet acted on). */
+static struct rail_stream *rail_chan_stream(struct rail_sock *c) {
+  struct rail_stream *s = &c->rails[c->chan.cur].ctl;
 
-  for (;;) {
-    struct rail_stream *s = &c->rails[ch->cur].ctl;
+  return s->dead || s->failed || s->fd < 0 ? NULL : s;
+}
+
+void rail_chan_flush(struct rail_sock *c) {
+  struct rail_chan *ch = &c->chan;
+  struct rail_stream *s;
+
+  while ((s = rail_chan_stream(c)) != NULL) {
     struct iovec iov[3];
     struct msghdr msg;
     int n = 0;
     ssize_t w;
 
-    if (s->dead || s->fd < 0) return;
     if (ch->pre_off < ch->pre_len) {
       iov[n].iov_base = ch->pre + ch->pre_off;
       iov[n++].iov_len = ch->pre_len - ch->pre_off;
@@ -196,9 +166,8 @@ void rail_chan_flush(struct rail_comm *c) {
     w = sendmsg(s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      rail_chan_failed(c, ch->cur, -errno);
-      continue; /* on the rail it moved to, if any */
+      if (errno != EAGAIN && errno != EWOULDBLOCK) s->failed = -errno;
+      return;
     }
     if (ch->pre_off < ch->pre_len) {
       size_t p = (size_t)w < ch->pre_len - ch->pre_off ? (size_t)w : ch->pre_len - ch->pre_off;
@@ -209,30 +178,50 @@ void rail_chan_flush(struct rail_comm *c) {
   }
 }
 
-void rail_chan_flush_wait(struct rail_comm *c, int timeout_ms) {
+void rail_chan_flush_wait(struct rail_sock *c, int timeout_ms) {
   struct rail_chan *ch = &c->chan;
   uint64_t deadline = rail_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 
   for (;;) {
+    struct rail_stream *s;
     struct pollfd p;
 
     rail_chan_flush(c);
-    if ((ch->sent >= ch->head && ch->pre_off >= ch->pre_len) || c->rails[ch->cur].ctl.dead ||
+    s = rail_chan_stream(c);
+    if ((ch->sent >= ch->head && ch->pre_off >= ch->pre_len) || s == NULL ||
         rail_now_ns() > deadline)
       return;
-    p.fd = c->rails[ch->cur].ctl.fd;
+    p.fd = s->fd;
     p.events = POLLOUT;
     pthread_mutex_unlock(&c->mu);
     poll(&p, 1, 10);
-    rail_comm_lock_thread(c);
+    rail_sock_lock_thread(c);
   }
+}
+
+/* The length of the record at p (avail bytes there), 0 while not whole,
+ * -1 for bytes that are not a record. */
+static long rail_chan_rec_len(const uint8_t *p, size_t avail);
+
+/* Cuts the stage back to its whole records: a new stream replays from
+ * there. */
+static void rail_chan_trim(struct rail_chan *ch) {
+  size_t pos = ch->stage_off;
+
+  for (;;) {
+    long len = rail_chan_rec_len(ch->stage + pos, ch->stage_len - pos);
+    if (len <= 0) break;
+    pos += (size_t)len;
+  }
+  ch->stage_len = pos;
 }
 
 /* Points the channel at rail `to` in a new epoch: the first bytes there are
  * a RESYNC naming the offset our replay starts from, then every record the
- * peer has not acknowledged; the peer's first bytes there are its RESYNC. */
+ * peer has not acknowledged; the peer's first bytes there are its RESYNC,
+ * and what it replays that the stage already holds is dropped. */
 static void rail_chan_switch(struct rail_chan *ch, int to) {
-  struct rail_rec resync = {.type = RAIL_REC_RESYNC};
+  struct rail_wire_rec resync = {.type = RAIL_WIRE_REC_RESYNC};
 
   ch->cur = to;
   ch->epoch++;
@@ -240,56 +229,33 @@ static void rail_chan_switch(struct rail_chan *ch, int to) {
   resync.arg = ch->tail;
   resync.ack = ch->consumed;
   ch->ack_sent = ch->consumed;
-  rail_rec_pack(&resync, ch->pre);
-  ch->pre_len = RAIL_REC_BYTES;
+  rail_wire_rec_encode(&resync, ch->pre);
+  ch->pre_len = RAIL_WIRE_REC_BYTES;
   ch->pre_off = 0;
   ch->sent = ch->tail;
-  ch->stage_len = ch->stage_off = 0;
+  rail_chan_trim(ch);
+  ch->resync_len = 0;
   ch->skip = 0;
   ch->expect_resync = 1;
 }
 
-void rail_chan_move(struct rail_comm *c) {
+int rail_chan_move(struct rail_sock *c) {
   struct rail_chan *ch = &c->chan;
   int from = ch->cur, to = -1;
 
   for (int r = 0; r < c->nrails && to < 0; r++)
-    if (!c->rails[r].down && !c->rails[r].ctl.dead) to = r;
-  if (to < 0) {
-    rail_engine_fail(c, -ENETDOWN, "no rail left to carry the control channel");
-    return;
-  }
+    if (!c->rails[r].down && !c->rails[r].ctl.dead && !c->rails[r].ctl.failed) to = r;
+  if (to < 0) return -ENETDOWN;
   rail_chan_switch(ch, to);
   RAIL_INFO(RAIL_SUBSYS_NET, "connection with %s: control channel moves from rail %s to rail %s",
             c->peer, c->rails[from].desc, c->rails[to].desc);
   rail_chan_flush(c);
-}
-
-void rail_chan_failed(struct rail_comm *c, int rail, int rc) {
-  struct rail_stream *s = &c->rails[rail].ctl;
-  char why[320]; /* room for the rail description (desc) and the reason */
-
-  if (s->dead) return;
-  if (c->closing || c->error) {
-    s->dead = 1;
-    return;
-  }
-  /* The control stream is never closed or reset on purpose while the
-   * connection lives, so EOF or RST there means the peer closed or died. */
-  if (rc == -EPIPE || rc == -ECONNRESET) {
-    s->dead = 1;
-    snprintf(why, sizeof(why), "%s by the peer on rail %s",
-             rc == -EPIPE ? "connection closed" : "connection reset", c->rails[rail].desc);
-    rail_engine_fail(c, rc, why);
-    return;
-  }
-  snprintf(why, sizeof(why), "control stream failed: %s", strerror(-rc));
-  rail_engine_rail_down(c, rail, rc, why);
+  return 0;
 }
 
 /* The peer moved the channel to rail r: its first bytes there are a RESYNC.
  * Follow it, and replay our own side there too. */
-static void rail_chan_adopt(struct rail_comm *c, int r) {
+static void rail_chan_adopt(struct rail_sock *c, int r) {
   struct rail_chan *ch = &c->chan;
   int from = ch->cur;
 
@@ -301,7 +267,7 @@ static void rail_chan_adopt(struct rail_comm *c, int r) {
             c->rails[from].desc, c->rails[r].desc);
 }
 
-static void rail_chan_check_standby(struct rail_comm *c) {
+static void rail_chan_check_standby(struct rail_sock *c) {
   struct rail_chan *ch = &c->chan;
   uint64_t now;
 
@@ -314,126 +280,184 @@ static void rail_chan_check_standby(struct rail_comm *c) {
     uint8_t b;
     ssize_t n;
 
-    if (r == ch->cur || s->dead || c->rails[r].down) continue;
+    if (r == ch->cur || s->dead || s->failed || c->rails[r].down) continue;
     n = recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0) {
-      rail_chan_failed(c, r, -EPIPE);
+      s->failed = -EPIPE;
+    } else if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) s->failed = -errno;
+    } else {
+      rail_chan_adopt(c, r);
       return;
     }
-    if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) rail_chan_failed(c, r, -errno);
-      continue;
-    }
-    rail_chan_adopt(c, r);
-    return;
   }
 }
 
-static int rail_chan_parse(struct rail_comm *c) {
-  struct rail_chan *ch = &c->chan;
-
-  while (!c->error) {
-    size_t avail = ch->stage_len - ch->stage_off, plen;
-    const uint8_t *p = ch->stage + ch->stage_off;
-    struct rail_rec rec;
-    int rc;
-
-    if (ch->skip > 0) {
-      size_t d = ch->skip < avail ? (size_t)ch->skip : avail;
-      ch->stage_off += d;
-      ch->skip -= d;
-      if (ch->skip > 0) break;
-      continue;
-    }
-    if (avail < RAIL_REC_BYTES) break;
-    rail_rec_unpack(p, &rec);
-    if (ch->expect_resync || rec.type == RAIL_REC_RESYNC) {
-      if (!ch->expect_resync || rec.type != RAIL_REC_RESYNC || rec.arg > ch->consumed)
-        return -EPROTO;
-      ch->skip = ch->consumed - rec.arg;
-      if (rec.seq > ch->epoch) ch->epoch = (uint32_t)rec.seq;
-      ch->expect_resync = 0;
-      ch->stage_off += RAIL_REC_BYTES;
-      if (rail_chan_note_ack(c, rec.ack) != 0) return -EPROTO;
-      continue;
-    }
-    plen = (rec.type == RAIL_REC_MSG && (rec.flags & RAIL_REC_INLINE)) ? (size_t)rec.arg : 0;
-    if (plen > RAIL_CHAN_MAX_PAYLOAD) return -EPROTO;
-    if (RAIL_REC_BYTES + plen > ch->stage_cap) {
-      /* A peer configured with a larger NCCL_RAIL_INLINE_BYTES. */
-      size_t cap = 2 * (RAIL_REC_BYTES + plen);
-      uint8_t *stage;
-      memmove(ch->stage, ch->stage + ch->stage_off, avail);
-      ch->stage_len = avail;
-      ch->stage_off = 0;
-      stage = realloc(ch->stage, cap);
-      if (stage == NULL) return -ENOMEM;
-      ch->stage = stage;
-      ch->stage_cap = cap;
-      break; /* read more first */
-    }
-    if (avail < RAIL_REC_BYTES + plen) break;
-    if (rail_chan_note_ack(c, rec.ack) != 0) return -EPROTO;
-    rc = rail_engine_on_record(c, &rec, p + RAIL_REC_BYTES);
-    if (rc == RAIL_REC_BLOCKED) break;
-    if (rc < 0) return rc;
-    ch->stage_off += RAIL_REC_BYTES + plen;
-    ch->consumed += RAIL_REC_BYTES + plen;
-  }
-  if (ch->stage_off == ch->stage_len) {
-    ch->stage_off = ch->stage_len = 0;
-  } else if (ch->stage_off > 0 &&
-             (ch->stage_len == ch->stage_cap || ch->stage_off > ch->stage_cap / 2)) {
+/* Room at the end of the stage: moves what is left to the front, or grows
+ * when unprocessed bytes fill it (a record larger than the stage, or
+ * records waiting for their receive). 0 when the peer is past its window. */
+static size_t rail_chan_room(struct rail_chan *ch) {
+  if (ch->stage_off > 0 && (ch->stage_len == ch->stage_cap || ch->stage_off > ch->stage_cap / 2)) {
     memmove(ch->stage, ch->stage + ch->stage_off, ch->stage_len - ch->stage_off);
     ch->stage_len -= ch->stage_off;
     ch->stage_off = 0;
   }
-  return 0;
+  if (ch->stage_len == ch->stage_cap) {
+    size_t cap = ch->stage_cap * 2 < RAIL_CHAN_STAGE_MAX ? ch->stage_cap * 2 : RAIL_CHAN_STAGE_MAX;
+    uint8_t *stage = cap > ch->stage_cap ? realloc(ch->stage, cap) : NULL;
+    if (stage == NULL) {
+      ch->proto_err = -EPROTO;
+      return 0;
+    }
+    ch->stage = stage;
+    ch->stage_cap = cap;
+  }
+  return ch->stage_cap - ch->stage_len;
 }
 
-void rail_chan_poll(struct rail_comm *c, int flush) {
+/* Reads into buf what is there, at most len: > 0 bytes, 0 for none now,
+ * < 0 at the end of the stream (noted on s). */
+static ssize_t rail_chan_recv(struct rail_stream *s, void *buf, size_t len) {
+  ssize_t n;
+
+  do
+    n = recv(s->fd, buf, len, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n > 0) return n;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  /* The end of what the peer wrote; a failure to write before it stays the
+   * one noted. */
+  s->read_end = 1;
+  if (s->failed == 0) s->failed = n == 0 ? -EPIPE : -errno;
+  return -1;
+}
+
+/* A new stream's first bytes: the peer's RESYNC, then the part of its
+ * replay the stage holds already. 1 once past them. */
+static int rail_chan_resync(struct rail_chan *ch, struct rail_stream *s) {
+  uint64_t have = ch->consumed + (ch->stage_len - ch->stage_off);
+  struct rail_wire_rec rec;
+  size_t plen;
+
+  while (ch->resync_len < sizeof(ch->resync)) {
+    ssize_t n = rail_chan_recv(s, ch->resync + ch->resync_len, sizeof(ch->resync) - ch->resync_len);
+    if (n <= 0) return 0;
+    ch->resync_len += (size_t)n;
+  }
+  if (ch->expect_resync) {
+    if (rail_wire_rec_decode(ch->resync, sizeof(ch->resync), &rec, &plen) != 0 ||
+        rec.type != RAIL_WIRE_REC_RESYNC || rec.arg > have ||
+        rail_chan_note_ack(ch, rec.ack) != 0) {
+      ch->proto_err = -EPROTO;
+      return 0;
+    }
+    if (rec.seq > ch->epoch) ch->epoch = (uint32_t)rec.seq;
+    ch->skip = have - rec.arg;
+    ch->expect_resync = 0;
+  }
+  while (ch->skip > 0) {
+    uint8_t sink[4096];
+    ssize_t n = rail_chan_recv(s, sink, ch->skip < sizeof(sink) ? (size_t)ch->skip : sizeof(sink));
+    if (n <= 0) return 0;
+    ch->skip -= (uint64_t)n;
+  }
+  return 1;
+}
+
+size_t rail_chan_read(struct rail_sock *c) {
   struct rail_chan *ch = &c->chan;
-  int rc = 0;
+  struct rail_stream *s;
+  size_t room;
+  ssize_t n;
 
-  if (flush) rail_chan_flush(c);
-  if (c->error) return;
   rail_chan_check_standby(c);
-  for (int iter = 0; iter < 16 && !c->error && rc == 0; iter++) {
-    struct rail_stream *s = &c->rails[ch->cur].ctl;
-    size_t room;
-    ssize_t n;
+  s = &c->rails[ch->cur].ctl;
+  if (s->dead || s->read_end || s->fd < 0 || ch->proto_err) return 0;
+  if ((ch->expect_resync || ch->skip > 0) && !rail_chan_resync(ch, s)) return 0;
+  room = rail_chan_room(ch);
+  if (room == 0) return 0;
+  n = rail_chan_recv(s, ch->stage + ch->stage_len, room);
+  if (n <= 0) return 0;
+  ch->stage_len += (size_t)n;
+  return (size_t)n;
+}
 
-    if (s->dead) break;
-    if (ch->stage_off > 0 && ch->stage_len == ch->stage_cap) rc = rail_chan_parse(c);
-    room = ch->stage_cap - ch->stage_len;
-    if (room == 0 || rc != 0) break;
-    n = recv(s->fd, ch->stage + ch->stage_len, room, MSG_DONTWAIT);
-    if (n == 0) {
-      rail_chan_failed(c, ch->cur, -EPIPE);
-      continue;
-    }
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        rail_chan_failed(c, ch->cur, -errno);
-        continue;
-      }
-      break;
-    }
-    ch->stage_len += (size_t)n;
-    rc = rail_chan_parse(c);
-    if ((size_t)n < room) break;
+/* A record already acted on, behind one that waits: its type byte in the
+ * stage (never a type on the wire) until the head reaches it. */
+#define RAIL_CHAN_TAKEN 0xff
+
+static long rail_chan_rec_len(const uint8_t *p, size_t avail) {
+  struct rail_wire_rec rec;
+  size_t plen;
+
+  if (avail < RAIL_WIRE_REC_BYTES) return 0;
+  if (p[0] == RAIL_CHAN_TAKEN) return RAIL_WIRE_REC_BYTES;
+  if (rail_wire_rec_decode(p, avail, &rec, &plen) != 0) return -1;
+  return avail < RAIL_WIRE_REC_BYTES + plen ? 0 : (long)(RAIL_WIRE_REC_BYTES + plen);
+}
+
+size_t rail_chan_head(const struct rail_sock *c) { return c->chan.stage_off; }
+
+int rail_chan_at(struct rail_sock *c, size_t pos, struct rail_wire_rec *rec,
+                 const uint8_t **payload, size_t *plen) {
+  struct rail_chan *ch = &c->chan;
+  size_t avail = ch->stage_len - pos;
+  const uint8_t *p = ch->stage + pos;
+
+  if (ch->proto_err || avail < RAIL_WIRE_REC_BYTES) return 0;
+  if (p[0] == RAIL_CHAN_TAKEN) {
+    *plen = 0;
+    return 2;
   }
-  /* A newly posted irecv may unblock a record that is already here. */
-  if (rc == 0 && !c->error) rc = rail_chan_parse(c);
-  if (rc != 0 && !c->error) {
-    char why[96];
-    snprintf(why, sizeof(why), "control stream protocol error (%s)", strerror(-rc));
-    rail_engine_fail(c, rc, why);
-    return;
+  if (rail_wire_rec_decode(p, avail, rec, plen) != 0 || rec->type == RAIL_WIRE_REC_RESYNC) {
+    ch->proto_err = -EPROTO;
+    return 0;
   }
-  if (!c->error && ch->consumed - ch->ack_sent >= RAIL_CHAN_ACK_EVERY) {
-    struct rail_rec ack = {.type = RAIL_REC_ACK};
-    if (rail_chan_append(c, &ack, NULL, 0, NULL) == 0) rail_chan_flush(c);
+  if (avail < RAIL_WIRE_REC_BYTES + *plen) return 0;
+  if (rail_chan_note_ack(ch, rec->ack) != 0) {
+    ch->proto_err = -EPROTO;
+    return 0;
   }
+  *payload = p + RAIL_WIRE_REC_BYTES;
+  return 1;
+}
+
+size_t rail_chan_taken(struct rail_sock *c, size_t pos, size_t plen) {
+  struct rail_chan *ch = &c->chan;
+  size_t len = RAIL_WIRE_REC_BYTES + plen;
+
+  if (pos != ch->stage_off) {
+    ch->stage[pos] = RAIL_CHAN_TAKEN;
+    return pos + len;
+  }
+  /* At the head: it and every record taken behind it are processed. */
+  do {
+    ch->stage_off += len;
+    ch->consumed += len;
+    len = RAIL_WIRE_REC_BYTES;
+  } while (ch->stage_len - ch->stage_off >= RAIL_WIRE_REC_BYTES &&
+           ch->stage[ch->stage_off] == RAIL_CHAN_TAKEN);
+  if (ch->stage_off == ch->stage_len) ch->stage_off = ch->stage_len = 0;
+  return ch->stage_off;
+}
+
+int rail_chan_has_message(struct rail_sock *c) {
+  struct rail_wire_rec rec;
+  const uint8_t *payload;
+  size_t plen;
+
+  for (size_t pos = rail_chan_head(c);;) {
+    int got = rail_chan_at(c, pos, &rec, &payload, &plen);
+    if (got == 0) return 0;
+    if (got == 1 && (rec.flags & RAIL_WIRE_REC_INLINE)) return 1;
+    pos += RAIL_WIRE_REC_BYTES + plen;
+  }
+}
+
+void rail_chan_ack_if_due(struct rail_sock *c) {
+  struct rail_chan *ch = &c->chan;
+  struct rail_wire_rec ack = {.type = RAIL_WIRE_REC_ACK};
+
+  if (ch->consumed - ch->ack_sent < RAIL_CHAN_ACK_EVERY) return;
+  if (rail_chan_append(c, &ack, NULL, 0, NULL) == 0) rail_chan_flush(c);
 }

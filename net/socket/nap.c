@@ -83,6 +83,12 @@ void rail_nap_kick(int always) {
   }
 }
 
+static __thread int rail_nap_data_thread;
+
+void rail_nap_mark_data_thread(void) { rail_nap_data_thread = 1; }
+
+void rail_nap_kick_completion(void) { rail_nap_kick(rail_nap_data_thread); }
+
 void rail_nap_enter(void) { __atomic_add_fetch(&rail_nap_sleepers, 1, __ATOMIC_ACQ_REL); }
 
 void rail_nap_wait(long ns) {

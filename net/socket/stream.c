@@ -1,28 +1,37 @@
 #define _GNU_SOURCE /* pthread_attr_setaffinity_np, pthread_setname_np, CPU_AND */
-/* Data streams: one thread per TCP data stream, blocking I/O.
- *  - sending side: takes the next chunk from the engine and writes its
- *    header and payload with one sendmsg, straight from the user's buffer;
- *  - receiving side: reads a chunk header, asks the engine where the
- *    payload goes, and receives it straight into the posted buffer.
- * Threads are pinned to the CPUs of the rail's NUMA node when
- * NCCL_RAIL_PIN_THREADS=1 and the node is known. They stop when the engine
- * says so or their socket is shut down (close, or the stream declared
- * dead), so joining them is bounded. */
+/* Data streams (stream.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "net/socket/comm.h"
-#include "net/core/tcp.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "net/core/tcp.h"
+#include "net/socket/land.h"
+#include "net/socket/nap.h"
+#include "net/socket/sock.h"
 #include "topology/topo.h"
+
+int rail_stream_count(int speed_mbps, int nrails) {
+  long long forced = rail_param_int(RAIL_PARAM_NSTREAMS);
+  cpu_set_t cpus;
+  int k, ncpu = 1, cap;
+
+  if (forced > 0) return forced > RAIL_MAX_STREAMS ? RAIL_MAX_STREAMS : (int)forced;
+  k = (speed_mbps + 19999) / 20000;
+  if (k < 2) k = 2;
+  if (k > 8) k = 8;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) ncpu = CPU_COUNT(&cpus);
+  cap = ncpu / (2 * (nrails > 0 ? nrails : 1));
+  if (cap < 1) cap = 1;
+  return k < cap ? k : cap;
+}
 
 /* The CPUs of the rail's NUMA node that this process may use; 0 if the
  * thread should not be pinned (not asked, node unknown, or none usable). */
-static int rail_stream_cpus(struct rail_comm *c, struct rail_stream *s, cpu_set_t *set) {
+static int rail_stream_cpus(struct rail_sock *c, struct rail_stream *s, cpu_set_t *set) {
   int numa = c->rails[s->rail].numa;
   cpu_set_t allowed;
 
@@ -35,63 +44,75 @@ static int rail_stream_cpus(struct rail_comm *c, struct rail_stream *s, cpu_set_
 
 static void *rail_stream_send_main(void *arg) {
   struct rail_stream *s = arg;
-  struct rail_comm *c = s->comm;
+  struct rail_sock *c = s->comm;
 
-  rail_engine_mark_data_thread();
+  rail_nap_mark_data_thread();
   for (;;) {
     struct rail_chunk *ch;
-    struct rail_chunk_hdr h;
-    uint8_t hdr[RAIL_CHUNK_HDR_BYTES];
+    struct rail_wire_chunk h;
+    uint8_t hdr[RAIL_WIRE_CHUNK_BYTES];
     struct iovec iov[2];
     int rc;
 
-    if (rail_engine_next_chunk(c, s, &ch) != 0) break;
-    h.magic = RAIL_CHUNK_MAGIC;
+    if (rail_sched_next(c, s, &ch) != 0) break;
     h.len = ch->len;
-    h.seq = ch->req->seq;
+    h.seq = ch->req->wire_seq;
     h.offset = ch->offset;
     h.total = ch->req->size;
-    rail_chunk_hdr_pack(&h, hdr);
+    rail_wire_chunk_encode(&h, hdr);
     iov[0].iov_base = hdr;
     iov[0].iov_len = sizeof(hdr);
     iov[1].iov_base = ch->req->data + ch->offset;
     iov[1].iov_len = ch->len;
     rc = rail_tcp_send_all(s->fd, iov, 2);
-    rail_engine_chunk_sent(c, s, ch, rc);
+    rail_sched_sent(c, s, ch, rc);
     if (rc != 0) break;
   }
   return NULL;
+}
+
+/* A chunk header that is not one, or that contradicts its receive: the
+ * peer is not following the protocol, and the connection fails. */
+static void rail_stream_lied(struct rail_sock *c, struct rail_stream *s) {
+  char why[256];
+
+  snprintf(why, sizeof(why), "the peer broke the protocol: a bad chunk header on stream %d of %s",
+           s->index, c->rails[s->rail].desc);
+  rail_sock_lock_thread(c);
+  rail_sock_fail_later(c, -EPROTO, why);
+  rail_sock_stream_dead(c, s, -EPROTO);
+  pthread_mutex_unlock(&c->mu);
 }
 
 static void *rail_stream_recv_main(void *arg) {
   struct rail_stream *s = arg;
-  struct rail_comm *c = s->comm;
+  struct rail_sock *c = s->comm;
 
-  rail_engine_mark_data_thread();
+  rail_nap_mark_data_thread();
   for (;;) {
-    uint8_t hdr[RAIL_CHUNK_HDR_BYTES];
-    struct rail_chunk_hdr h;
+    uint8_t hdr[RAIL_WIRE_CHUNK_BYTES];
+    struct rail_wire_chunk h;
     char *dst = NULL;
     int rc = rail_tcp_recv_all(s->fd, hdr, sizeof(hdr));
 
-    if (rc == 0) {
-      rail_chunk_hdr_unpack(hdr, &h);
-      rc = rail_engine_chunk_begin(c, s, &h, &dst);
-    }
     if (rc != 0) {
-      rail_comm_lock_thread(c);
-      rail_engine_stream_failed(c, s, rc);
+      rail_sock_lock_thread(c);
+      rail_sock_stream_dead(c, s, rc);
       pthread_mutex_unlock(&c->mu);
       break;
     }
+    if (rail_wire_chunk_decode(hdr, sizeof(hdr), &h) != 0 || rail_land_begin(c, s, &h, &dst) != 0) {
+      rail_stream_lied(c, s);
+      break;
+    }
     rc = dst != NULL ? rail_tcp_recv_all(s->fd, dst, h.len) : rail_tcp_discard(s->fd, h.len);
-    rail_engine_chunk_end(c, s, &h, dst != NULL, rc);
+    rail_land_end(c, s, &h, dst != NULL, rc);
     if (rc != 0) break;
   }
   return NULL;
 }
 
-int rail_stream_start(struct rail_comm *c, struct rail_stream *s) {
+int rail_stream_start(struct rail_sock *c, struct rail_stream *s) {
   pthread_attr_t attr;
   cpu_set_t cpus;
   char name[16];

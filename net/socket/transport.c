@@ -1,30 +1,32 @@
-/* The socket transport's table (net/core/transport.h): NCCL's calls on a socket
- * comm, onto the engine (engine.c). */
+/* The socket transport's table (net/core/transport.h): NCCL's calls on a
+ * socket comm, onto its connection (sock.h) and requests (req.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "net/socket/comm.h"
-#include "net/core/setup.h"
-#include "net/core/transport.h"
 #include "common/log.h"
+#include "net/core/transport.h"
+#include "net/socket/sock.h"
 
-static struct rail_comm *rail_st_comm(struct rail_conn *c) { return (struct rail_comm *)c; }
+/* The socket transport's id on the wire (handle, hello). */
+#define RAIL_SOCKET_WIRE_ID 0
+
+static struct rail_sock *rail_st_comm(struct rail_conn *c) { return (struct rail_sock *)c; }
 
 static int rail_st_start(int is_send, const struct rail_link_setup *links, int nlinks,
                          const char *peer, struct rail_conn **out) {
-  struct rail_comm *c;
-  int rc = rail_engine_create(is_send, links, nlinks, peer, &c);
+  struct rail_sock *c;
+  int rc = rail_sock_create(is_send, links, nlinks, peer, &c);
 
   if (rc == 0) *out = &c->base;
   return rc;
 }
 
-/* The engine's streams are ready when setup hands them over. */
+/* The streams are ready when setup hands them over. */
 static int rail_st_step(struct rail_conn *c) { return 0; }
 
 static int rail_st_close(struct rail_conn *c) {
-  rail_engine_destroy(rail_st_comm(c));
+  rail_sock_destroy(rail_st_comm(c));
   return 0;
 }
 
@@ -57,7 +59,16 @@ static int rail_st_dereg_mr(struct rail_conn *c, void *mhandle) { return 0; }
 static int rail_st_isend(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
                          struct rail_xreq **request) {
   struct rail_req *r = NULL;
-  int rc = rail_engine_isend(rail_st_comm(c), data, size, tag, &r);
+  int rc = rail_req_isend(rail_st_comm(c), data, size, tag, &r);
+
+  if (rc == 0) *request = r != NULL ? &r->base : NULL;
+  return rc;
+}
+
+static int rail_st_irecv_group(struct rail_conn *c, int n, void **data, const size_t *sizes,
+                               const int *tags, void **mhandles, struct rail_xreq **request) {
+  struct rail_req *r = NULL;
+  int rc = rail_req_irecv(rail_st_comm(c), n, data, sizes, tags, &r);
 
   if (rc == 0) *request = r != NULL ? &r->base : NULL;
   return rc;
@@ -65,11 +76,7 @@ static int rail_st_isend(struct rail_conn *c, void *data, size_t size, int tag, 
 
 static int rail_st_irecv(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
                          struct rail_xreq **request) {
-  struct rail_req *r = NULL;
-  int rc = rail_engine_irecv(rail_st_comm(c), data, size, tag, &r);
-
-  if (rc == 0) *request = r != NULL ? &r->base : NULL;
-  return rc;
+  return rail_st_irecv_group(c, 1, &data, &size, &tag, &mhandle, request);
 }
 
 /* The receiving thread wrote host memory itself: nothing to flush. */
@@ -79,12 +86,18 @@ static int rail_st_iflush(struct rail_conn *c, void *data, int size, void *mhand
   return 0;
 }
 
-static int rail_st_test(struct rail_xreq *r, int *done, int *size) {
-  return rail_engine_test((struct rail_req *)r, done, size);
+static int rail_st_iflush_group(struct rail_conn *c, int n, void **data, const int *sizes,
+                                void **mhandles, struct rail_xreq **request) {
+  *request = NULL;
+  return 0;
+}
+
+static int rail_st_test(struct rail_xreq *r, int *done, int *sizes) {
+  return rail_req_test((struct rail_req *)r, done, sizes);
 }
 
 static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
-  struct rail_comm *c = rail_st_comm(conn);
+  struct rail_sock *c = rail_st_comm(conn);
 
   memset(st, 0, sizeof(*st));
   pthread_mutex_lock(&c->mu);
@@ -96,7 +109,7 @@ static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
     st->rail_up[k] = !c->rails[k].down;
     st->rail_streams[k] = c->rails[k].down ? 0 : c->rails[k].live;
     st->rail_bytes[k] = c->rails[k].bytes;
-    st->rail_weight[k] = c->rails[k].weight;
+    st->rail_weight[k] = c->stripe.weight[k];
   }
   st->resent_chunks = c->resent_chunks;
   pthread_mutex_unlock(&c->mu);
@@ -104,30 +117,33 @@ static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
 }
 
 static int rail_st_rail_down(struct rail_conn *conn, int rail) {
-  struct rail_comm *c = rail_st_comm(conn);
+  struct rail_sock *c = rail_st_comm(conn);
 
   if (rail < 0 || rail >= c->nrails) return -EINVAL;
   pthread_mutex_lock(&c->mu);
-  rail_engine_rail_down(c, rail, -ENETDOWN, "taken down by request");
+  rail_sock_rail_down(c, rail, -ENETDOWN, "taken down by request");
   pthread_mutex_unlock(&c->mu);
   return 0;
 }
 
 const struct rail_transport rail_transport_socket = {
     .name = "socket",
-    .kind = RAIL_TRANSPORT_SOCKET,
+    .kind = RAIL_SOCKET_WIRE_ID,
     .uses_data_sockets = 1,
-    .data_streams = rail_setup_nstreams,
+    .max_recvs = RAIL_NET_MAX_RECVS,
+    .ptr_support = rail_st_ptr_support,
+    .data_streams = rail_stream_count,
     .start = rail_st_start,
     .step = rail_st_step,
     .close = rail_st_close,
-    .ptr_support = rail_st_ptr_support,
     .reg_mr = rail_st_reg_mr,
     .reg_mr_dmabuf = rail_st_reg_mr_dmabuf,
     .dereg_mr = rail_st_dereg_mr,
     .isend = rail_st_isend,
     .irecv = rail_st_irecv,
+    .irecv_group = rail_st_irecv_group,
     .iflush = rail_st_iflush,
+    .iflush_group = rail_st_iflush_group,
     .test = rail_st_test,
     .stats = rail_st_stats,
     .rail_down = rail_st_rail_down,

@@ -1,25 +1,16 @@
 #define _GNU_SOURCE /* pthread_setname_np */
-/* The watcher: one background thread that progresses connections nobody
- * else is polling. The control channel is normally driven by the caller's
- * isend/irecv/test, which keeps small-message latency free of thread
- * wake-ups; but a side with nothing pending stops calling, and it must
- * still follow the peer onto another rail, flush an acknowledgement, or
- * notice a rail whose link went down, or the peer's pending requests would
- * wait forever. So every RAIL_WATCH_NS the watcher progresses each
- * connection that its caller has not progressed for that long.
- *
- * Lifetime: the thread runs while connections exist and is joined when the
- * last one closes, so nothing of ours runs once NCCL may unload the plugin.
- * It only ever try-locks a connection, and a connection leaves the list
- * before it is destroyed. */
+/* The watcher (watch.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "net/socket/comm.h"
+#include "net/socket/watch.h"
+
 #include "common/log.h"
+#include "net/socket/progress.h"
+#include "net/socket/sock.h"
 
 #define RAIL_WATCH_NS (10 * 1000 * 1000ull)
 
@@ -31,7 +22,7 @@ struct rail_watcher {
 static pthread_mutex_t rail_watch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rail_watch_cv;
 static pthread_once_t rail_watch_once = PTHREAD_ONCE_INIT;
-static struct rail_comm *rail_watch_list;
+static struct rail_sock *rail_watch_list;
 static int rail_watch_count;
 static struct rail_watcher *rail_watch_current;
 
@@ -62,8 +53,8 @@ static void *rail_watch_main(void *arg) {
     uint64_t now = rail_now_ns(), until = now + RAIL_WATCH_NS;
     struct timespec ts;
 
-    for (struct rail_comm *c = rail_watch_list; c != NULL; c = c->watch_next)
-      rail_engine_poll_idle(c, now, RAIL_WATCH_NS);
+    for (struct rail_sock *c = rail_watch_list; c != NULL; c = c->watch_next)
+      rail_progress_idle(c, now, RAIL_WATCH_NS);
     ts.tv_sec = (time_t)(until / 1000000000ull);
     ts.tv_nsec = (long)(until % 1000000000ull);
     pthread_cond_timedwait(&rail_watch_cv, &rail_watch_mu, &ts);
@@ -72,7 +63,7 @@ static void *rail_watch_main(void *arg) {
   return NULL;
 }
 
-int rail_watch_add(struct rail_comm *c) {
+int rail_watch_add(struct rail_sock *c) {
   int rc = 0;
 
   pthread_once(&rail_watch_once, rail_watch_init);
@@ -96,7 +87,7 @@ int rail_watch_add(struct rail_comm *c) {
   return 0;
 }
 
-void rail_watch_remove(struct rail_comm *c) {
+void rail_watch_remove(struct rail_sock *c) {
   struct rail_watcher *done = NULL;
 
   pthread_mutex_lock(&rail_watch_mu);

@@ -494,8 +494,15 @@ static int rail_vt_rail_down(struct rail_conn *conn, int rail) { return -EOPNOTS
 
 const struct rail_transport rail_transport_verbs = {
     .name = "verbs",
-    .kind = RAIL_TRANSPORT_VERBS,
+    .kind = RAIL_VT_WIRE_ID,
     .uses_data_sockets = 0,
+    .exclusive = 1,
+    .max_recvs = 1,
+    .init = rail_vt_init,
+    .fini = rail_vt_fini,
+    .enabled = rail_vt_enabled,
+    .device_ok = rail_vt_device_ok,
+    .speed_mbps = rail_vt_speed_mbps,
     .data_streams = rail_vt_data_streams,
     .start = rail_vt_start,
     .step = rail_vt_step,

@@ -18,9 +18,13 @@
 #ifndef RAIL_NET_VERBS_TRANSPORT_H
 #define RAIL_NET_VERBS_TRANSPORT_H
 
-#include "net/socket/comm.h"
 #include "net/core/transport.h"
 #include "net/verbs/wire.h"
+
+/* The verbs transport's id on the wire (handle, hello). */
+#define RAIL_VT_WIRE_ID 1
+
+extern const struct rail_transport rail_transport_verbs;
 
 /* Refcounted like rail_net_init. Discovers RDMA ports, applies
  * NCCL_RAIL_TRANSPORT, opens the ports' NICs. With verbs unavailable or not

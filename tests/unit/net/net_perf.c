@@ -12,7 +12,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include "net/core/setup.h"
+#include "net/socket/sock.h"
 #include "net_util.h"
 
 static int np_iters = 20000;

@@ -5,9 +5,11 @@
 #include <netinet/in.h>
 #include <sys/stat.h>
 
-#include "net/core/handle.h"
+#include "net/core/match.h"
+#include "net/core/wire.h"
 #include "net/socket/nap.h"
-#include "net/core/setup.h"
+#include "net/socket/req.h"
+#include "net/socket/stream.h"
 #include "net_util.h"
 #include "test.h"
 #include "topology/topo.h"
@@ -212,6 +214,9 @@ static struct rail_topo *nt_topo_two_groups(void) {
     snprintf(t->nics[i].netdev, sizeof(t->nics[i].netdev), "%s", names[i]);
     t->nics[i].group = i < 2 ? 0 : 1;
     t->nics[i].numa = i < 2 ? 1 : 0;
+    /* eth0 and eth1 share rail 0 on planes 1 and 2; eth2 is rail 3, plane 3. */
+    t->nics[i].rail_id = i < 2 ? 0 : 3;
+    t->nics[i].plane_id = i + 1;
   }
   t->ngroups = 2;
   t->groups[0].nnics = 2;
@@ -236,7 +241,7 @@ TEST(test_devices_fused) {
   ifs[1] = nt_phys("eth0", 25000, "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0");
   ifs[2] = nt_phys("eth2", 10000, "/sys/devices/pci0000:00/0000:00:02.0/0000:02:00.0");
   ifs[3] = nt_phys("eth3", 1000, "");
-  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, topo, 1), 0);
+  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, topo, 1, NULL), 0);
   CHECK_EQ_INT(t->ndevs, 3);
   CHECK_EQ_STR(t->devs[0].name, "eth0+eth1");
   CHECK_EQ_INT(t->devs[0].speed_mbps, 50000);
@@ -251,27 +256,42 @@ TEST(test_devices_fused) {
   CHECK_EQ_INT(t->devs[1].numa, 0);
   CHECK_EQ_STR(t->devs[2].name, "eth3"); /* not in the model: a singleton */
   CHECK_EQ_INT(t->devs[2].numa, -1);
+  /* Rail and plane ids: the members' common ones, else -1; unknown: -1. */
+  CHECK_EQ_INT(t->devs[0].rail_id, 0);
+  CHECK_EQ_INT(t->devs[0].plane_id, -1);
+  CHECK_EQ_INT(t->devs[1].rail_id, 3);
+  CHECK_EQ_INT(t->devs[1].plane_id, 3);
+  CHECK_EQ_INT(t->devs[2].rail_id, -1);
+  CHECK_EQ_INT(t->devs[2].plane_id, -1);
 
   /* FUSE=0: the physical NICs, and NCCL may fuse them itself. */
-  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, topo, 0), 0);
+  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, topo, 0, NULL), 0);
   CHECK_EQ_INT(t->ndevs, 4);
   CHECK_EQ_STR(t->devs[0].name, "eth1");
   {
     int members[2] = {1, 0}, dev = -1, bad[2] = {1, 1}, oob[1] = {9};
-    CHECK_EQ_INT(rail_devices_add(t, members, 2, &dev), 0);
+    CHECK_EQ_INT(rail_devices_add(t, members, 2, topo, NULL, &dev), 0);
     CHECK_EQ_INT(dev, 4);
     CHECK_EQ_INT(t->ndevs, 5);
     CHECK_EQ_STR(t->devs[4].name, "eth0+eth1");
     CHECK_EQ_INT(t->devs[4].speed_mbps, 50000);
     CHECK_EQ_STR(t->devs[4].pci_path, "/sys/devices/pci0000:80/0000:80:01.0");
-    CHECK_EQ_INT(rail_devices_add(t, bad, 2, &dev), -EINVAL);
-    CHECK_EQ_INT(rail_devices_add(t, oob, 1, &dev), -EINVAL);
+    CHECK_EQ_INT(t->devs[4].rail_id, 0);
+    CHECK_EQ_INT(t->devs[4].plane_id, -1);
+    CHECK_EQ_INT(rail_devices_add(t, bad, 2, topo, NULL, &dev), -EINVAL);
+    CHECK_EQ_INT(rail_devices_add(t, oob, 1, topo, NULL, &dev), -EINVAL);
     /* The same fusion twice still gets a unique name. */
-    CHECK_EQ_INT(rail_devices_add(t, members, 2, &dev), 0);
+    CHECK_EQ_INT(rail_devices_add(t, members, 2, topo, NULL, &dev), 0);
     CHECK(strcmp(t->devs[5].name, t->devs[4].name) != 0);
+    /* Net v12 fuses up to eight NICs, not nine. */
+    {
+      int eight[9] = {0, 1, 2, 3, 0, 1, 2, 3, 0};
+      CHECK_EQ_INT(rail_devices_add(t, eight, 9, topo, NULL, &dev), -EINVAL);
+      CHECK_EQ_INT(rail_devices_add(t, eight, 8, topo, NULL, &dev), -EINVAL); /* repeats */
+    }
   }
   /* No model at all: every interface alone. */
-  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, NULL, 1), 0);
+  CHECK_EQ_INT(rail_devices_build(t, ifs, 4, NULL, 1, NULL), 0);
   CHECK_EQ_INT(t->ndevs, 4);
   free(t);
   free(topo);
@@ -299,84 +319,7 @@ TEST(test_common_pci) {
   CHECK_EQ_STR(out, same_switch[0]);
 }
 
-/* ---- handle, hello and rail matching ------------------------------------------------------- */
-
-TEST(test_handle_roundtrip) {
-  struct rail_handle h, back;
-  uint8_t buf[RAIL_NET_HANDLE_BYTES];
-  struct rail_iface a = nt_lo_iface("10.0.0.1", 1);
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&h.rails[1];
-
-  memset(&h, 0, sizeof(h));
-  h.version = RAIL_HANDLE_VERSION;
-  h.nrails = 2;
-  h.nonce = 0x0123456789abcdefull;
-  h.fp = (struct rail_topo_fp){.version = 1,
-                               .ngpus = 8,
-                               .ngroups = 4,
-                               .nics_per_group = 2,
-                               .group_mbps = 400000,
-                               .nic_mbps = 200000,
-                               .hash = 0xdeadbeef};
-  h.rails[0] = a.addr;
-  ((struct sockaddr_in *)&h.rails[0])->sin_port = htons(5000);
-  in6->sin6_family = AF_INET6;
-  inet_pton(AF_INET6, "fd00::1:2", &in6->sin6_addr);
-  in6->sin6_port = htons(6000);
-  rail_handle_pack(&h, buf);
-  CHECK_EQ_INT(rail_handle_unpack(buf, &back), 0);
-  CHECK_EQ_INT(back.nrails, 2);
-  CHECK(back.nonce == h.nonce);
-  CHECK(memcmp(&back.fp, &h.fp, sizeof(h.fp)) == 0);
-  CHECK(rail_ifaces_same_addr(&back.rails[0], &h.rails[0]));
-  CHECK(rail_ifaces_same_addr(&back.rails[1], &h.rails[1]));
-  CHECK_EQ_INT(ntohs(((struct sockaddr_in *)&back.rails[0])->sin_port), 5000);
-  CHECK_EQ_INT(ntohs(((struct sockaddr_in6 *)&back.rails[1])->sin6_port), 6000);
-  CHECK(back.conn_state == 0);
-
-  /* The connector's state slot round-trips, and a foreign value is ignored. */
-  rail_handle_set_state(buf, 0x7f00deadbeefull);
-  CHECK(rail_handle_get_state(buf) == 0x7f00deadbeefull);
-  buf[120] ^= 1;
-  CHECK(rail_handle_get_state(buf) == 0);
-  rail_handle_set_state(buf, 0);
-  CHECK(rail_handle_get_state(buf) == 0);
-
-  buf[0] ^= 0xff;
-  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
-  buf[0] ^= 0xff;
-  buf[4] = 99; /* a future protocol version */
-  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTONOSUPPORT);
-  buf[4] = RAIL_HANDLE_VERSION;
-  buf[5] = 5; /* too many rails */
-  CHECK_EQ_INT(rail_handle_unpack(buf, &back), -EPROTO);
-}
-
-TEST(test_hello_roundtrip) {
-  struct rail_hello h = {.kind = RAIL_HELLO_DATA,
-                         .rail = 1,
-                         .stream = 3,
-                         .nonce = 42,
-                         .conn_id = 77,
-                         .nrails = 2,
-                         .nstreams = 4},
-                    back;
-  uint8_t buf[RAIL_HELLO_BYTES];
-
-  h.fp.hash = 1234;
-  rail_hello_pack(&h, buf);
-  CHECK_EQ_INT(rail_hello_unpack(buf, &back), 0);
-  CHECK_EQ_INT(back.kind, RAIL_HELLO_DATA);
-  CHECK_EQ_INT(back.rail, 1);
-  CHECK_EQ_INT(back.stream, 3);
-  CHECK(back.nonce == 42 && back.conn_id == 77);
-  CHECK_EQ_INT(back.fp.hash, 1234);
-  CHECK_EQ_INT(back.nrails, 2);
-  CHECK_EQ_INT(back.nstreams, 4);
-  memset(buf, 'G', sizeof(buf));
-  CHECK_EQ_INT(rail_hello_unpack(buf, &back), -EPROTO);
-  CHECK(rail_handle_random64() != rail_handle_random64());
-}
+/* ---- rail matching ------------------------------------------------------- */
 
 /* The fake routing table: 10.9.0.0/16 goes out through 10.0.0.1. */
 static int nt_route(const struct sockaddr_storage *peer, struct sockaddr_storage *src) {
@@ -404,7 +347,7 @@ TEST(test_rail_matching) {
   /* Crossed: the peer lists its rails in the other order. */
   peer[0] = nt_lo_iface("10.0.1.2", 1).addr;
   peer[1] = nt_lo_iface("10.0.0.2", 1).addr;
-  CHECK_EQ_INT(rail_handle_match_rails(local, 2, peer, 2, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(rail_match_rails(local, 2, peer, 2, nt_route, peer_of, how), 0);
   CHECK_EQ_INT(peer_of[0], 1);
   CHECK_EQ_INT(peer_of[1], 0);
   CHECK_EQ_INT(how[0], RAIL_MATCH_SUBNET);
@@ -412,7 +355,7 @@ TEST(test_rail_matching) {
 
   /* Routed: rail 0's interface is the way to 10.9/16; rail 1 only falls back. */
   peer[0] = nt_lo_iface("10.9.0.2", 1).addr;
-  CHECK_EQ_INT(rail_handle_match_rails(local, 2, peer, 1, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(rail_match_rails(local, 2, peer, 1, nt_route, peer_of, how), 0);
   CHECK_EQ_INT(peer_of[0], 0);
   CHECK_EQ_INT(how[0], RAIL_MATCH_ROUTE);
   CHECK_EQ_INT(peer_of[1], 0);
@@ -420,26 +363,26 @@ TEST(test_rail_matching) {
 
   /* Reachable only through something else. */
   peer[0] = nt_lo_iface("10.7.0.2", 1).addr;
-  CHECK_EQ_INT(rail_handle_match_rails(local, 1, peer, 1, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(rail_match_rails(local, 1, peer, 1, nt_route, peer_of, how), 0);
   CHECK_EQ_INT(how[0], RAIL_MATCH_FALLBACK);
 
   /* Not reachable at all. */
   peer[0] = nt_lo_iface("172.16.0.2", 1).addr;
-  CHECK_EQ_INT(rail_handle_match_rails(local, 1, peer, 1, nt_route, peer_of, how), -ENETUNREACH);
+  CHECK_EQ_INT(rail_match_rails(local, 1, peer, 1, nt_route, peer_of, how), -ENETUNREACH);
 
   /* Equally good (all on 127/8): each rail takes the peer rail of its index. */
   local[0] = nt_lo_iface("127.0.0.1", 1);
   local[1] = nt_lo_iface("127.0.0.2", 1);
   peer[0] = nt_lo_iface("127.0.0.1", 1).addr;
   peer[1] = nt_lo_iface("127.0.0.2", 1).addr;
-  CHECK_EQ_INT(rail_handle_match_rails(local, 2, peer, 2, nt_route, peer_of, how), 0);
+  CHECK_EQ_INT(rail_match_rails(local, 2, peer, 2, nt_route, peer_of, how), 0);
   CHECK_EQ_INT(peer_of[0], 0);
   CHECK_EQ_INT(peer_of[1], 1);
 
   /* The real routing table knows loopback. */
   {
     struct sockaddr_storage src;
-    CHECK_EQ_INT(rail_handle_route_src(&peer[1], &src), 0);
+    CHECK_EQ_INT(rail_match_route_src(&peer[1], &src), 0);
     CHECK_EQ_INT(src.ss_family, AF_INET);
   }
 }
@@ -458,8 +401,10 @@ TEST(test_props) {
   CHECK_EQ_INT(p.speed_mbps, 200000);
   CHECK(p.guid == (uint64_t)nt_dev2);
   CHECK_EQ_INT(p.ptr_support, RAIL_NET_PTR_HOST);
-  CHECK_EQ_INT(p.max_recvs, 1);
+  CHECK_EQ_INT(p.max_recvs, RAIL_NET_MAX_RECVS); /* what sockets take (test_irecv_group) */
   CHECK_EQ_INT(p.max_comms, 65536);
+  CHECK_EQ_INT(p.rail_id, -1); /* loopback rails the model does not know */
+  CHECK_EQ_INT(p.plane_id, -1);
   CHECK_EQ_INT(p.ndevs, 2);
   CHECK(p.max_p2p_bytes > 0 && p.max_p2p_bytes <= (size_t)INT_MAX);
   CHECK(p.pci_path == NULL);
@@ -632,16 +577,86 @@ TEST(test_progress_per_pass) {
   nt_close(&p);
 }
 
-TEST(test_irecv_n) {
+/* One grouped receive of n buffers against n sends of the given tags and
+ * sizes, sent in that order: each send lands in the buffer the IB
+ * transport's rule gives it (the k-th send with a tag takes the k-th
+ * buffer with that tag), and test reports every buffer's size. */
+static void nt_group_case(struct nt_pair *p, int n, const int *rtags, const int *stags,
+                          const size_t *ssizes, size_t cap) {
+  uint8_t *rb[RAIL_NET_MAX_RECVS], *sb[RAIL_NET_MAX_RECVS];
+  void *bufs[RAIL_NET_MAX_RECVS], *sr[RAIL_NET_MAX_RECVS], *rr = NULL;
+  size_t caps[RAIL_NET_MAX_RECVS];
+  int got[RAIL_NET_MAX_RECVS + 1], want[RAIL_NET_MAX_RECVS], used[RAIL_NET_MAX_RECVS] = {0};
+  double t0;
+
+  for (int i = 0; i < n; i++) {
+    rb[i] = calloc(1, cap);
+    sb[i] = malloc(ssizes[i] ? ssizes[i] : 1);
+    bufs[i] = rb[i];
+    caps[i] = cap;
+    nt_fill(sb[i], ssizes[i], (uint64_t)(100 + i));
+    /* The buffer send i must land in. */
+    want[i] = -1;
+    for (int k = 0; k < n && want[i] < 0; k++)
+      if (!used[k] && rtags[k] == stags[i]) {
+        used[k] = 1;
+        want[i] = k;
+      }
+  }
+  got[n] = 0x5a5a;
+  t0 = nt_now();
+  while (rr == NULL && nt_now() - t0 < 5)
+    CHECK_EQ_INT(rail_net_irecv(p->rc, n, bufs, caps, rtags, NULL, &rr), 0);
+  for (int i = 0; i < n; i++)
+    CHECK_EQ_INT(nt_isend(p->sc, sb[i], ssizes[i], stags[i], &sr[i], 5), 0);
+  for (int i = 0; i < n; i++) {
+    int ss = -1;
+    CHECK_EQ_INT(nt_wait(sr[i], &ss, 20), 0);
+  }
+  {
+    int done = 0, rc = 0;
+    t0 = nt_now();
+    while (!done && rc == 0 && nt_now() - t0 < 20)
+      rc = rail_net_test(rr, &done, got);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(done);
+  }
+  CHECK_EQ_INT(got[n], 0x5a5a); /* nothing written past the n sizes */
+  for (int i = 0; i < n; i++) {
+    CHECK_EQ_INT(got[want[i]], (int)ssizes[i]);
+    CHECK_EQ_INT(nt_check(rb[want[i]], ssizes[i], (uint64_t)(100 + i)), -1);
+  }
+  for (int i = 0; i < n; i++) {
+    free(rb[i]);
+    free(sb[i]);
+  }
+}
+
+/* Grouped receives (maxRecvs): up to 8 buffers in one irecv, matched by
+ * tag, inline and chunked messages mixed, and more than 8 refused. */
+TEST(test_irecv_group) {
+  static const int rtags[8] = {3, 1, 2, 0, 7, 6, 5, 4}, stags[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  static const int same[4] = {9, 9, 9, 9};
+  static const int rmix[4] = {1, 2, 1, 2}, smix[4] = {2, 2, 1, 1};
+  static const size_t small[8] = {8, 0, 3000, 16384, 1, 77, 5, 4096};
+  static const size_t mixed[8] = {2 << 20, 100, 700 << 10, 0, 3 << 20, 16385, 9, 1 << 20};
+  struct rail_net_props props;
   struct nt_pair p;
-  char a[8], b[8];
-  void *bufs[2] = {a, b}, *req = (void *)1;
-  size_t sizes[2] = {8, 8};
-  int tags[2] = {0, 1};
+  void *bufs[9] = {0}, *req = (void *)1;
+  size_t sizes[9] = {0};
+  int tags[9] = {0};
 
   nt_setup();
-  CHECK_EQ_INT(nt_connect(nt_dev1, &p, 10), 0);
-  CHECK_EQ_INT(rail_net_irecv(p.rc, 2, bufs, sizes, tags, NULL, &req), -EINVAL);
+  CHECK_EQ_INT(rail_net_get_props(nt_dev2, &props), 0);
+  CHECK_EQ_INT(props.max_recvs, RAIL_NET_MAX_RECVS);
+  CHECK_EQ_INT(nt_connect(nt_dev2, &p, 10), 0);
+  CHECK_EQ_INT(rail_net_irecv(p.rc, 9, bufs, sizes, tags, NULL, &req), -EINVAL);
+  nt_group_case(&p, 8, rtags, stags, small, 16384);
+  nt_group_case(&p, 8, rtags, stags, mixed, 3 << 20);
+  nt_group_case(&p, 4, same, same, mixed, 3 << 20);
+  nt_group_case(&p, 4, rmix, smix, small, 16384);
+  nt_group_case(&p, 4, rmix, smix, mixed + 2, 3 << 20);
+  nt_group_case(&p, 1, stags, stags, mixed, 3 << 20);
   CHECK_EQ_INT(nt_roundtrip(&p, 8, 1, 10), 0);
   nt_close(&p);
 }
@@ -848,14 +863,14 @@ TEST(test_version_mismatch) {
 
   nt_setup();
   CHECK_EQ_INT(rail_net_listen(nt_dev1, handle, &lc), 0);
-  handle[4] = (char)(RAIL_HANDLE_VERSION + 1);
+  handle[4] = (char)(RAIL_WIRE_HANDLE_VERSION + 1);
   nt_log_start();
   CHECK_EQ_INT(rail_net_connect(nt_dev1, handle, -1, &sc), -EPROTONOSUPPORT);
   CHECK(sc == NULL);
   {
     char want[64];
     snprintf(want, sizeof(want), "protocol version %d, this plugin speaks version %d",
-             RAIL_HANDLE_VERSION + 1, RAIL_HANDLE_VERSION);
+             RAIL_WIRE_HANDLE_VERSION + 1, RAIL_WIRE_HANDLE_VERSION);
     CHECK(nt_log_has(want, "same nccl-rail release"));
   }
   CHECK_EQ_INT(rail_net_close_listen(lc), 0);
@@ -1053,19 +1068,19 @@ TEST(test_nap_policy) {
   int w = -1;
 
   /* Small messages: a yield, never a timer. */
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4096, 0, &w), 0);
+  CHECK_EQ_INT((int)rail_req_nap_ns(4096, 0, &w), 0);
   CHECK_EQ_INT(w, 0);
   /* Mid-size: only the oldest pending request naps, wakeably, at 4 GB/s. */
-  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 10, 1, &w), -1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 10, 0, &w), (256 << 10) / 4);
+  CHECK_EQ_INT((int)rail_req_nap_ns(256u << 10, 1, &w), -1);
+  CHECK_EQ_INT((int)rail_req_nap_ns(256u << 10, 0, &w), (256 << 10) / 4);
   CHECK_EQ_INT(w, 1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(2u << 20, 0, &w), 100000);
+  CHECK_EQ_INT((int)rail_req_nap_ns(2u << 20, 0, &w), 100000);
   /* Bulk: likewise only the oldest, wakeably, 1 ms: any comm's next event
    * ends it (test_nap_wakes). */
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 1, &w), -1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(4u << 20, 0, &w), 1000000);
+  CHECK_EQ_INT((int)rail_req_nap_ns(4u << 20, 1, &w), -1);
+  CHECK_EQ_INT((int)rail_req_nap_ns(4u << 20, 0, &w), 1000000);
   CHECK_EQ_INT(w, 1);
-  CHECK_EQ_INT((int)rail_engine_nap_ns(256u << 20, 0, &w), 1000000);
+  CHECK_EQ_INT((int)rail_req_nap_ns(256u << 20, 0, &w), 1000000);
 }
 
 struct nt_later {
@@ -1134,19 +1149,19 @@ TEST(test_nstreams) {
   int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), k;
 
   nt_env("NCCL_RAIL_NSTREAMS", "3");
-  CHECK_EQ_INT(rail_setup_nstreams(10000, 1), 3);
-  CHECK_EQ_INT(rail_setup_nstreams(400000, 4), 3);
+  CHECK_EQ_INT(rail_stream_count(10000, 1), 3);
+  CHECK_EQ_INT(rail_stream_count(400000, 4), 3);
   nt_env("NCCL_RAIL_NSTREAMS", "0");
   /* One per 20 Gbps, 2..8, but at most half the CPUs over the rails. */
-  k = rail_setup_nstreams(100000, 1);
+  k = rail_stream_count(100000, 1);
   CHECK(k >= 1 && k <= 8);
   CHECK(k <= (ncpu / 2 > 0 ? ncpu / 2 : 1));
   if (ncpu >= 16) {
-    CHECK_EQ_INT(rail_setup_nstreams(100000, 1), 5);
-    CHECK_EQ_INT(rail_setup_nstreams(10000, 1), 2);
-    CHECK_EQ_INT(rail_setup_nstreams(400000, 1), 8);
+    CHECK_EQ_INT(rail_stream_count(100000, 1), 5);
+    CHECK_EQ_INT(rail_stream_count(10000, 1), 2);
+    CHECK_EQ_INT(rail_stream_count(400000, 1), 8);
   }
-  CHECK(rail_setup_nstreams(400000, 4) <= k);
+  CHECK(rail_stream_count(400000, 4) <= k);
   nt_env("NCCL_RAIL_NSTREAMS", "2");
 }
 
@@ -1178,9 +1193,9 @@ TEST(test_make_vdevice) {
 }
 
 RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live, test_sysfs_fake_tree,
-               test_addr_helpers, test_devices_fused, test_common_pci, test_handle_roundtrip,
-               test_hello_roundtrip, test_rail_matching, test_props, test_reg_mr, test_sizes,
-               test_in_flight, test_progress_per_pass, test_receiver_drives, test_irecv_n,
-               test_truncation, test_two_rails_stripe, test_two_rails_adapt, test_two_rails_small,
-               test_version_mismatch, test_close_states, test_ipv6_and_traffic_class, test_pinning,
-               test_nap_policy, test_nap_wakes, test_nstreams, test_make_vdevice)
+               test_addr_helpers, test_devices_fused, test_common_pci, test_rail_matching,
+               test_props, test_reg_mr, test_sizes, test_in_flight, test_progress_per_pass,
+               test_receiver_drives, test_irecv_group, test_truncation, test_two_rails_stripe,
+               test_two_rails_adapt, test_two_rails_small, test_version_mismatch, test_close_states,
+               test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nap_wakes,
+               test_nstreams, test_make_vdevice)

@@ -6,17 +6,17 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "net/socket/comm.h"
-#include "net/core/handle.h"
+#include "net/core/wire.h"
+#include "net/verbs/transport.h"
 #include "net_util.h"
 #include "test.h"
 
 /* A plain TCP client to the handle's first rail. */
 static int nt_raw_client(const char *handle) {
-  struct rail_handle h;
+  struct rail_wire_handle h;
   int fd;
 
-  if (rail_handle_unpack(handle, &h) != 0) return -1;
+  if (rail_wire_handle_decode(handle, RAIL_NET_HANDLE_BYTES, &h) != 0) return -1;
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   if (connect(fd, (struct sockaddr *)&h.rails[0], sizeof(struct sockaddr_in)) != 0) {
@@ -36,10 +36,10 @@ static int nt_closed_by_server(int fd) {
 TEST(test_strangers) {
   struct nt_pair p;
   int garbage, silent, wrong_nonce, early_eof, no_streams, verbs_ask;
-  uint8_t junk[RAIL_HELLO_BYTES];
-  struct rail_hello fake = {
-      .kind = RAIL_HELLO_CONTROL, .nonce = 1, .conn_id = 5, .nrails = 1, .nstreams = 2};
-  struct rail_handle h;
+  uint8_t junk[RAIL_WIRE_HELLO_BYTES];
+  struct rail_wire_hello fake = {
+      .kind = RAIL_WIRE_HELLO_CONTROL, .nonce = 1, .conn_id = 5, .nrails = 1, .nstreams = 2};
+  struct rail_wire_handle h;
   double t0;
 
   nt_setup();
@@ -56,21 +56,21 @@ TEST(test_strangers) {
         verbs_ask >= 0);
   memset(junk, 'x', sizeof(junk));
   CHECK_EQ_INT(send(garbage, junk, sizeof(junk), 0), (int)sizeof(junk));
-  rail_hello_pack(&fake, junk);
+  rail_wire_hello_encode(&fake, junk);
   CHECK_EQ_INT(send(wrong_nonce, junk, sizeof(junk), 0), (int)sizeof(junk));
   CHECK_EQ_INT(send(early_eof, junk, 10, 0), 10);
   shutdown(early_eof, SHUT_WR);
   /* Holders of the nonce whose hello does not fit the listener's transport:
    * a socket hello without data streams, and a verbs hello to a listener
    * that offers sockets only (a host without RDMA, as here). */
-  CHECK_EQ_INT(rail_handle_unpack(p.handle, &h), 0);
-  CHECK_EQ_INT(h.transport, RAIL_TRANSPORT_SOCKET);
+  CHECK_EQ_INT(rail_wire_handle_decode(p.handle, RAIL_NET_HANDLE_BYTES, &h), 0);
+  CHECK_EQ_INT(h.transport, rail_transport_fallback()->kind);
   fake.nonce = h.nonce;
   fake.nstreams = 0;
-  rail_hello_pack(&fake, junk);
+  rail_wire_hello_encode(&fake, junk);
   CHECK_EQ_INT(send(no_streams, junk, sizeof(junk), 0), (int)sizeof(junk));
-  fake.transport = RAIL_TRANSPORT_VERBS;
-  rail_hello_pack(&fake, junk);
+  fake.transport = RAIL_VT_WIRE_ID;
+  rail_wire_hello_encode(&fake, junk);
   CHECK_EQ_INT(send(verbs_ask, junk, sizeof(junk), 0), (int)sizeof(junk));
 
   /* accept() deals with them without blocking and without a comm. */

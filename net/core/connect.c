@@ -1,0 +1,417 @@
+/* The connecting side of connection setup (setup.h).
+ *
+ * NCCL calls connect() again and again with the same handle until a comm
+ * comes back. What a connect has built so far lives in a table of this
+ * process; the caller's copy of the handle only holds the entry's key, a
+ * random token, which is all a peer could tamper with. A token that names
+ * no entry (a fresh handle, a forged one, a connect already finished) is a
+ * fresh connect. An entry whose caller stopped calling is reclaimed once
+ * its deadline has long passed. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "net/core/match.h"
+#include "net/core/setup.h"
+#include "net/core/tcp.h"
+#include "net/core/wire.h"
+
+#define RAIL_CONNECT_MAX_SOCKS (RAIL_MAX_RAILS * (1 + RAIL_TRANSPORT_MAX_STREAMS))
+#define RAIL_CONNECT_RETRY_NS (100 * 1000 * 1000ull)
+/* Unsent bytes a data stream may hold when striping over several rails. */
+#define RAIL_CONNECT_UNSENT_BYTES (256 << 10)
+/* An entry nobody has stepped this long after its deadline is abandoned. */
+#define RAIL_CONNECT_ABANDON_NS (10 * 1000 * 1000 * 1000ull)
+
+struct rail_csock {
+  int fd;
+  int rail;
+  int ctl; /* the rail's control stream */
+  int connected;
+  size_t sent;
+  uint64_t retry_at; /* 0: not waiting to retry */
+  uint8_t hello[RAIL_WIRE_HELLO_BYTES];
+};
+
+struct rail_connect {
+  struct rail_connect *next; /* in the table while parked */
+  uint64_t token, nonce;     /* the table's key */
+  const struct rail_transport *t;
+  struct rail_conn *starting; /* handed to t, not yet ready */
+  int nrails, k, tc;
+  struct rail_iface local[RAIL_MAX_RAILS];
+  struct sockaddr_storage peer[RAIL_MAX_RAILS];
+  int bind_local[RAIL_MAX_RAILS];
+  int nsocks;
+  struct rail_csock socks[RAIL_CONNECT_MAX_SOCKS];
+  uint64_t deadline;
+  char dev_name[RAIL_DEVICE_NAME];
+  char peer_str[64];
+};
+
+static pthread_mutex_t rail_connect_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rail_connect *rail_connect_table;
+
+static void rail_connect_free(struct rail_connect *cs) {
+  if (cs->starting != NULL) cs->starting->t->close(cs->starting);
+  for (int i = 0; i < cs->nsocks; i++)
+    if (cs->socks[i].fd >= 0) close(cs->socks[i].fd);
+  free(cs);
+}
+
+/* The handle's nonce, read without trusting the rest of it. */
+static uint64_t rail_connect_nonce_of(const void *handle) {
+  return rail_get_le64((const uint8_t *)handle + 8);
+}
+
+/* Takes the entry the handle names out of the table (its caller steps it
+ * alone), or NULL. */
+static struct rail_connect *rail_connect_claim(const void *handle) {
+  uint64_t token = rail_wire_handle_token(handle), nonce = rail_connect_nonce_of(handle);
+  struct rail_connect *cs = NULL;
+
+  if (token == 0) return NULL;
+  pthread_mutex_lock(&rail_connect_mu);
+  for (struct rail_connect **pp = &rail_connect_table; *pp != NULL; pp = &(*pp)->next)
+    if ((*pp)->token == token && (*pp)->nonce == nonce) {
+      cs = *pp;
+      *pp = cs->next;
+      cs->next = NULL;
+      break;
+    }
+  pthread_mutex_unlock(&rail_connect_mu);
+  return cs;
+}
+
+/* Puts an entry back for the caller's next call, reclaiming those whose
+ * callers left them. */
+static void rail_connect_park(struct rail_connect *cs, void *handle) {
+  struct rail_connect *gone = NULL;
+  uint64_t now = rail_now_ns();
+
+  rail_wire_handle_set_token(handle, cs->token);
+  pthread_mutex_lock(&rail_connect_mu);
+  for (struct rail_connect **pp = &rail_connect_table; *pp != NULL;) {
+    struct rail_connect *e = *pp;
+    if (now > e->deadline + RAIL_CONNECT_ABANDON_NS) {
+      *pp = e->next;
+      e->next = gone;
+      gone = e;
+    } else {
+      pp = &e->next;
+    }
+  }
+  cs->next = rail_connect_table;
+  rail_connect_table = cs;
+  pthread_mutex_unlock(&rail_connect_mu);
+  while (gone != NULL) {
+    struct rail_connect *e = gone;
+    gone = e->next;
+    RAIL_INFO(RAIL_SUBSYS_NET, "connect on %s to %s: abandoned by its caller; closed", e->dev_name,
+              e->peer_str);
+    rail_connect_free(e);
+  }
+}
+
+/* (Re)opens socket s and starts connecting it. */
+static int rail_connect_open(struct rail_connect *cs, struct rail_csock *s) {
+  int r = s->rail, fd, rc;
+  struct sockaddr_storage src = cs->local[r].addr;
+
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  s->connected = 0;
+  s->sent = 0;
+  fd = rail_tcp_open(cs->peer[r].ss_family);
+  if (fd < 0) return fd;
+  s->fd = fd;
+  rail_tcp_tune(fd, cs->peer[r].ss_family, s->ctl ? RAIL_TCP_CONTROL : RAIL_TCP_DATA, cs->tc);
+  if (cs->nrails > 1 && !s->ctl) rail_tcp_limit_unsent(fd, RAIL_CONNECT_UNSENT_BYTES);
+  if (cs->bind_local[r]) {
+    /* Leave through this rail's NIC: the source address selects it. */
+    rail_setup_set_port(&src, 0);
+    if (bind(fd, (struct sockaddr *)&src, rail_ifaces_addr_len(&src)) != 0) return -errno;
+  }
+  rc = rail_tcp_connect_start(fd, &cs->peer[r]);
+  if (rc == 0) s->connected = 1;
+  return rc == -EINPROGRESS ? 0 : rc;
+}
+
+/* Fallback pairs are worth one WARN per pair of ends per process. */
+static void rail_connect_warn_fallback(const struct rail_iface *local,
+                                       const struct sockaddr_storage *peer) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static char seen[16][128];
+  static int nseen;
+  char a[64], b[64], key[128];
+  int found = 0;
+
+  snprintf(key, sizeof(key), "%s>%s", local->name, rail_ifaces_addr_str(peer, b, sizeof(b)));
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nseen && !found; i++)
+    found = strcmp(seen[i], key) == 0;
+  if (!found && nseen < 16) snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
+  pthread_mutex_unlock(&mu);
+  if (found) return;
+  RAIL_WARN("rail %s (%s/%d) has no peer address on its subnet or routed through it; using peer %s "
+            "by the kernel's route instead (traffic may not use %s)",
+            local->name, rail_ifaces_addr_str(&local->addr, a, sizeof(a)), local->prefix_len, b,
+            local->name);
+}
+
+/* The listener's offer when this end's device uses it too, else the
+ * fallback every device can carry; a mismatch is worth an INFO, since the
+ * job still runs. */
+static const struct rail_transport *rail_connect_transport(const struct rail_device *dev,
+                                                           const struct rail_wire_handle *h,
+                                                           const char *peer) {
+  const struct rail_transport *mine = dev->transport,
+                              *theirs = rail_transport_by_kind(h->transport);
+  const struct rail_transport *use = rail_transport_fallback();
+
+  if (mine->kind == h->transport) return mine;
+  RAIL_INFO(RAIL_SUBSYS_NET, "connect on %s to %s: this end offers %s, the peer %s; using %s",
+            dev->name, peer, mine->name, theirs != NULL ? theirs->name : "an unknown transport",
+            use->name);
+  return use;
+}
+
+/* The handle, decoded, or a WARN saying why it is not one. */
+static int rail_connect_decode(const struct rail_device *dev, const void *handle,
+                               struct rail_wire_handle *h) {
+  int rc = rail_wire_handle_decode(handle, RAIL_NET_HANDLE_BYTES, h);
+
+  if (rc == -EPROTONOSUPPORT)
+    RAIL_WARN("connect on %s: the peer's handle is for nccl-rail protocol version %u, this plugin "
+              "speaks version %u; every node of a job needs the same nccl-rail release",
+              dev->name, rail_wire_handle_version(handle), (unsigned)RAIL_WIRE_HANDLE_VERSION);
+  else if (rc != 0)
+    RAIL_WARN("connect on %s: the handle is not a nccl-rail handle", dev->name);
+  return rc;
+}
+
+/* Local rail r's peer address, and whether to bind to the rail's own. */
+static void rail_connect_pair(struct rail_connect *cs, int r, const struct rail_iface *local,
+                              const struct sockaddr_storage *peer, int how) {
+  cs->local[r] = *local;
+  cs->peer[r] = *peer;
+  cs->bind_local[r] = how != RAIL_MATCH_FALLBACK && peer->ss_family == local->addr.ss_family;
+  if (how == RAIL_MATCH_FALLBACK) rail_connect_warn_fallback(local, peer);
+  if (peer->ss_family == AF_INET6 &&
+      IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&cs->peer[r])->sin6_addr))
+    ((struct sockaddr_in6 *)&cs->peer[r])->sin6_scope_id = (uint32_t)local->ifindex;
+}
+
+/* The control and K data sockets of every rail, each with its hello. */
+static void rail_connect_open_all(struct rail_connect *cs, const struct rail_topo_fp *fp) {
+  uint64_t conn_id = rail_setup_random64();
+
+  for (int r = 0; r < cs->nrails; r++)
+    for (int i = 0; i <= cs->k; i++) {
+      struct rail_csock *s = &cs->socks[cs->nsocks++];
+      struct rail_wire_hello hello = {.kind =
+                                          i == 0 ? RAIL_WIRE_HELLO_CONTROL : RAIL_WIRE_HELLO_DATA,
+                                      .rail = (uint8_t)r,
+                                      .stream = (uint8_t)(i == 0 ? 0 : i - 1),
+                                      .nonce = cs->nonce,
+                                      .conn_id = conn_id,
+                                      .fp = *fp,
+                                      .nrails = (uint8_t)cs->nrails,
+                                      .nstreams = (uint8_t)cs->k,
+                                      .transport = cs->t->kind};
+      s->fd = -1;
+      s->rail = r;
+      s->ctl = i == 0;
+      rail_wire_hello_encode(&hello, s->hello);
+      if (rail_connect_open(cs, s) != 0) s->retry_at = rail_now_ns() + RAIL_CONNECT_RETRY_NS;
+    }
+}
+
+static int rail_connect_begin(const struct rail_device *dev, const struct rail_topo_fp *fp,
+                              const void *handle, int tc, struct rail_connect **out) {
+  int peer_of[RAIL_MAX_RAILS], how[RAIL_MAX_RAILS], rc;
+  struct rail_wire_handle h;
+  struct rail_connect *cs;
+  char local_s[64];
+
+  rc = rail_connect_decode(dev, handle, &h);
+  if (rc != 0) return rc;
+  cs = calloc(1, sizeof(*cs));
+  if (cs == NULL) return -ENOMEM;
+  snprintf(cs->dev_name, sizeof(cs->dev_name), "%s", dev->name);
+  rail_ifaces_addr_str(&h.rails[0], cs->peer_str, sizeof(cs->peer_str));
+  rail_topo_fp_note_peer(&h.fp, cs->peer_str);
+  rc = rail_match_rails(dev->rails, dev->nrails, h.rails, h.nrails, NULL, peer_of, how);
+  if (rc != 0) {
+    RAIL_WARN("connect on %s (%s): no route to any address of peer %s", dev->name,
+              rail_ifaces_addr_str(&dev->rails[0].addr, local_s, sizeof(local_s)), cs->peer_str);
+    free(cs);
+    return rc;
+  }
+  cs->token = rail_setup_random64();
+  cs->nonce = h.nonce;
+  cs->nrails = dev->nrails;
+  cs->t = rail_connect_transport(dev, &h, cs->peer_str);
+  cs->k = cs->t->data_streams(dev->rails[0].speed_mbps, dev->nrails);
+  cs->tc = tc;
+  cs->deadline = rail_now_ns() + rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS);
+  for (int r = 0; r < cs->nrails; r++)
+    rail_connect_pair(cs, r, &dev->rails[r], &h.rails[peer_of[r]], how[r]);
+  rail_connect_open_all(cs, fp);
+  *out = cs;
+  return 0;
+}
+
+/* Moves socket s along: 1 once its hello is written, 0 while not yet,
+ * else the error that ends this try. Never blocks. */
+static int rail_connect_sock(struct rail_connect *cs, struct rail_csock *s, uint64_t now) {
+  int rc;
+
+  if (s->retry_at != 0) {
+    if (now < s->retry_at) return 0;
+    s->retry_at = 0;
+    rc = rail_connect_open(cs, s);
+    if (rc != 0) return rc;
+  }
+  if (!s->connected) {
+    rc = rail_tcp_connect_check(s->fd);
+    if (rc == -EINPROGRESS) return 0;
+    if (rc != 0) return rc;
+    s->connected = 1;
+  }
+  while (s->sent < sizeof(s->hello)) {
+    ssize_t n =
+        send(s->fd, s->hello + s->sent, sizeof(s->hello) - s->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n < 0) return -errno;
+    s->sent += (size_t)n;
+  }
+  return 1;
+}
+
+/* A try of socket s failed with rc. The listener exists (its handle came
+ * first), so refusals and resets are transient until the deadline: try
+ * again a little later. Past it, the connect fails. */
+static int rail_connect_retry(struct rail_connect *cs, struct rail_csock *s, int rc, uint64_t now) {
+  if (now > cs->deadline) {
+    char a[64], b[64];
+    RAIL_WARN("connect from %s (%s) to %s failed: %s", cs->local[s->rail].name,
+              rail_ifaces_addr_str(&cs->local[s->rail].addr, a, sizeof(a)),
+              rail_ifaces_addr_str(&cs->peer[s->rail], b, sizeof(b)), strerror(-rc));
+    return rc;
+  }
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  s->retry_at = now + RAIL_CONNECT_RETRY_NS;
+  return 0;
+}
+
+/* Every socket one step further: how many are ready, or the error that
+ * fails the connect. */
+static int rail_connect_socks(struct rail_connect *cs) {
+  uint64_t now = rail_now_ns();
+  int ready = 0;
+
+  for (int i = 0; i < cs->nsocks; i++) {
+    int rc = rail_connect_sock(cs, &cs->socks[i], now);
+    if (rc > 0) ready++;
+    if (rc < 0 && (rc = rail_connect_retry(cs, &cs->socks[i], rc, now)) != 0) return rc;
+  }
+  return ready;
+}
+
+/* The connected sockets, handed to the transport. */
+static int rail_connect_handover(struct rail_connect *cs) {
+  struct rail_link_setup links[RAIL_MAX_RAILS];
+
+  memset(links, 0, sizeof(links));
+  for (int r = 0; r < cs->nrails; r++) {
+    char a[64], b[64];
+    snprintf(links[r].ifname, sizeof(links[r].ifname), "%s", cs->local[r].name);
+    snprintf(links[r].desc, sizeof(links[r].desc), "%s %s -> %s", cs->local[r].name,
+             rail_ifaces_addr_str(&cs->local[r].addr, a, sizeof(a)),
+             rail_ifaces_addr_str(&cs->peer[r], b, sizeof(b)));
+    links[r].numa = cs->local[r].numa;
+    links[r].speed_mbps = cs->local[r].speed_mbps;
+    links[r].ctl_fd = cs->socks[r * (1 + cs->k)].fd;
+    links[r].nstreams = cs->k;
+    for (int i = 0; i < cs->k; i++)
+      links[r].data_fds[i] = cs->socks[r * (1 + cs->k) + 1 + i].fd;
+  }
+  for (int i = 0; i < cs->nsocks; i++)
+    cs->socks[i].fd = -1; /* owned by the transport now */
+  RAIL_INFO(RAIL_SUBSYS_NET,
+            "connected %s to %s over %s: %d rail(s) x (1 control + %d data) streams", cs->dev_name,
+            cs->peer_str, cs->t->name, cs->nrails, cs->k);
+  return cs->t->start(1, links, cs->nrails, cs->peer_str, &cs->starting);
+}
+
+/* One step: 0 with *out NULL while in progress, 0 with *out set once the
+ * transport says the comm is ready, else failed. */
+static int rail_connect_step(struct rail_connect *cs, struct rail_conn **out) {
+  int rc;
+
+  *out = NULL;
+  if (cs->starting == NULL) {
+    int ready = rail_connect_socks(cs);
+    if (ready < 0) return ready;
+    if (ready < cs->nsocks) {
+      if (rail_now_ns() <= cs->deadline) return 0;
+      RAIL_WARN("connect to %s: not connected within %lld ms (%d of %d streams ready)",
+                cs->peer_str, rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS), ready, cs->nsocks);
+      return -ETIMEDOUT;
+    }
+    rc = rail_connect_handover(cs);
+    if (rc != 0) {
+      cs->starting = NULL;
+      return rc;
+    }
+  }
+  /* The transport bounds its own exchange by the connect timeout. */
+  rc = cs->starting->t->step(cs->starting);
+  if (rc == -EAGAIN) return 0;
+  if (rc == 0) {
+    *out = cs->starting;
+    cs->starting = NULL;
+  }
+  return rc;
+}
+
+/* Steps cs for the handle's caller: parked again while in progress, freed
+ * once done or failed. */
+static int rail_connect_drive(struct rail_connect *cs, void *handle, struct rail_conn **out) {
+  struct rail_conn *c = NULL;
+  int rc = rail_connect_step(cs, &c);
+
+  if (rc == 0 && c == NULL) {
+    rail_connect_park(cs, handle);
+    *out = NULL;
+    return 0;
+  }
+  rail_wire_handle_set_token(handle, 0);
+  rail_connect_free(cs);
+  if (rc == 0) *out = c;
+  return rc;
+}
+
+int rail_connect_resume(void *handle, struct rail_conn **out) {
+  struct rail_connect *cs = rail_connect_claim(handle);
+
+  if (cs == NULL) return -ENOENT;
+  return rail_connect_drive(cs, handle, out);
+}
+
+int rail_connect_start(const struct rail_device *dev, const struct rail_topo_fp *fp, void *handle,
+                       int traffic_class, struct rail_conn **out) {
+  struct rail_connect *cs = NULL;
+  int rc = rail_connect_begin(dev, fp, handle, traffic_class, &cs);
+
+  if (rc != 0) return rc;
+  return rail_connect_drive(cs, handle, out);
+}

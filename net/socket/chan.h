@@ -1,0 +1,101 @@
+/* The control channel of a socket connection: an ordered, exactly-once
+ * record stream in each direction (net/core/wire.h's control records),
+ * carried by one rail's non-blocking control stream and moved to another
+ * rail's when that rail fails.
+ *
+ * Outgoing records are appended to a ring (`log`) and written from it; they
+ * stay there until the peer's `ack` (carried by every record it writes)
+ * says it has processed them. After a move, each side first writes RESYNC
+ * (the offset its replay starts from, i.e. what the peer last acknowledged)
+ * and then replays the log from there; the reader drops the replayed bytes
+ * it already holds (processed, or staged: the stage survives a move).
+ *
+ * Flow control: a sender's inline messages may hold at most its window of
+ * the log unacknowledged, and the reader acknowledges only what it has
+ * processed. A message whose receive is not posted yet stays unprocessed,
+ * so a receiver that posts late holds back its sender by the window, and
+ * never more: the reader always reads its control stream into the stage,
+ * which grows to whatever any peer's window can hold. The TCP window of a
+ * control stream therefore never stays closed while the reading process
+ * runs, and keepalive keeps working on it however late the receiver is.
+ *
+ * The channel only moves bytes. It never acts on a record and never fails
+ * the connection: a write or read error, EOF, or a peer past its window is
+ * noted (on the stream: rail_stream.failed; on the channel: proto_err) for
+ * the connection's progress (progress.c) to act on after it has taken
+ * every record that arrived before.
+ *
+ * Everything here runs under the connection's lock. */
+#ifndef RAIL_NET_SOCKET_CHAN_H
+#define RAIL_NET_SOCKET_CHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/core/wire.h"
+
+struct rail_sock;
+
+struct rail_chan {
+  uint8_t *log;
+  size_t log_cap;
+  uint64_t head, tail, sent; /* stream offsets: appended, acknowledged, written */
+  size_t window;             /* inline messages wait while more than this is unacknowledged */
+  uint8_t pre[RAIL_WIRE_REC_BYTES];
+  size_t pre_len, pre_off; /* RESYNC to write before the replay */
+  /* Read, not yet all processed: the peer's stream bytes from `consumed`
+   * on, whole records but for the last. */
+  uint8_t *stage;
+  size_t stage_cap, stage_len, stage_off;
+  uint64_t consumed; /* bytes of the peer's records processed, in order */
+  uint64_t ack_sent;
+  uint8_t resync[RAIL_WIRE_REC_BYTES]; /* the peer's RESYNC on a new stream */
+  size_t resync_len;
+  uint64_t skip; /* replayed bytes the stage holds already, to drop */
+  int cur;       /* rail whose control stream carries the channel */
+  uint32_t epoch;
+  int expect_resync;
+  int proto_err; /* -EPROTO once the peer broke the format or its window */
+  uint64_t next_standby_ns;
+};
+
+/* inline_max: this end's NCCL_RAIL_INLINE_BYTES (its window follows). */
+int rail_chan_init(struct rail_chan *ch, int is_send, size_t inline_max);
+void rail_chan_free(struct rail_chan *ch);
+
+/* Appends a record (and payload) to the log, with the current ack.
+ * -ENOBUFS for an inline MSG while the window is full; -ENOMEM when the log
+ * cannot grow. *end (may be NULL): the log offset where it ends. */
+int rail_chan_append(struct rail_sock *c, struct rail_wire_rec *rec, const void *payload,
+                     size_t plen, uint64_t *end);
+/* Writes what the socket takes now. */
+void rail_chan_flush(struct rail_sock *c);
+/* Flushes, waiting up to timeout_ms for the socket (drops the lock while it
+ * waits). For closing. */
+void rail_chan_flush_wait(struct rail_sock *c, int timeout_ms);
+/* Reads what has arrived into the stage (and notices the peer moving the
+ * channel to another rail). Never blocks. Returns the bytes staged. */
+size_t rail_chan_read(struct rail_sock *c);
+/* Walking the stage: records are taken in order, except that records
+ * behind a message waiting for its receive may be taken past it (they
+ * are never inline messages, which wait in order too). rail_chan_at gives
+ * the record at stage position pos once it is all there: 1 and *rec,
+ * *payload (its plen bytes); 2 for a record already taken (32 bytes, to
+ * step over); 0 when none is whole there (or the peer broke the format:
+ * proto_err). Start at rail_chan_head(). */
+size_t rail_chan_head(const struct rail_sock *c);
+int rail_chan_at(struct rail_sock *c, size_t pos, struct rail_wire_rec *rec,
+                 const uint8_t **payload, size_t *plen);
+/* The record at pos was acted on. Returns where the walk goes on. */
+size_t rail_chan_taken(struct rail_sock *c, size_t pos, size_t plen);
+/* Whether an inline message waits in the stage (for a receive posted after
+ * the connection failed). */
+int rail_chan_has_message(struct rail_sock *c);
+/* Acknowledges what was processed, when enough has been. */
+void rail_chan_ack_if_due(struct rail_sock *c);
+
+/* Moves the channel to the first rail whose control stream still works;
+ * -ENETDOWN when none does. */
+int rail_chan_move(struct rail_sock *c);
+
+#endif

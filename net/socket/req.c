@@ -1,0 +1,362 @@
+/* Requests of a socket connection (req.h). */
+#include "net/socket/req.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "net/socket/dispatch.h"
+#include "net/socket/nap.h"
+#include "net/socket/progress.h"
+#include "net/socket/sock.h"
+
+/* test()'s nap during bulk transfers: from what size, and how long at most. */
+#define RAIL_NAP_MIN_BYTES (160u << 10)
+#define RAIL_NAP_FULL_BYTES (4u << 20)
+#define RAIL_NAP_MAX_NS 100000l
+#define RAIL_NAP_LONG_NS 1000000l /* from RAIL_NAP_FULL_BYTES */
+/* A test() of a request that is not its comm's oldest progresses the comm
+ * only when it was not progressed for this long. */
+#define RAIL_PROGRESS_EVERY_NS 20000ull
+
+struct rail_req *rail_req_slot(struct rail_sock *c, uint64_t seq) {
+  return &c->reqs[seq % RAIL_SLOTS];
+}
+
+int rail_req_pending(const struct rail_req *r) {
+  return r->state != RAIL_REQ_FREE && r->state != RAIL_REQ_COMPLETE;
+}
+
+int rail_req_count_pending(const struct rail_sock *c) {
+  int n = 0;
+  for (int i = 0; i < RAIL_SLOTS; i++)
+    n += rail_req_pending(&c->reqs[i]);
+  return n;
+}
+
+void rail_req_complete(struct rail_sock *c, struct rail_req *r, int err) {
+  if (!rail_req_pending(r)) return;
+  if (r->busy > 0) {
+    /* A data thread still reads or writes the buffer: the request may not
+     * be handed back before it lets go. */
+    if (!r->doomed) r->error = err;
+    r->doomed = 1;
+    return;
+  }
+  if (r->state == RAIL_REQ_INLINE) c->ninline--;
+  r->error = r->doomed ? r->error : err;
+  r->state = RAIL_REQ_COMPLETE;
+  __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+  /* End the caller's nap (nap.h). */
+  rail_nap_kick_completion();
+}
+
+void rail_req_release(struct rail_sock *c, struct rail_req *r) {
+  if (r->doomed && r->busy == 0) rail_req_complete(c, r, r->error);
+}
+
+/* The slot of seq is free again, from a fresh start. */
+static void rail_req_reset(struct rail_req *r, uint64_t seq, void *data, size_t size, int tag) {
+  r->seq = seq;
+  r->data = data;
+  r->size = size;
+  r->tag = tag;
+  r->msg_size = 0;
+  r->error = 0;
+  r->doomed = 0;
+  r->busy = 0;
+  r->bytes = 0;
+  r->got_done = 0;
+  r->striped = 0;
+  r->nchunks = 0;
+  r->rec_end = 0;
+  r->wire_seq = seq;
+  r->group_seq = seq;
+  r->group_n = 1;
+  __atomic_store_n(&r->done, 0, __ATOMIC_RELAXED);
+}
+
+/* Appends a record; if the log is full, reads the peer's acknowledgements
+ * once and tries again. -ENOBUFS: still full (the caller hands NCCL no
+ * request, and NCCL calls again). */
+static int rail_req_append(struct rail_sock *c, struct rail_wire_rec *rec, const void *payload,
+                           size_t plen, uint64_t *end) {
+  int rc = rail_chan_append(c, rec, payload, plen, end);
+
+  if (rc == -ENOBUFS) {
+    rail_progress_run(c);
+    rc = c->error ? c->error : rail_chan_append(c, rec, payload, plen, end);
+  }
+  return rc;
+}
+
+int rail_req_isend(struct rail_sock *c, void *data, size_t size, int tag, struct rail_req **out) {
+  struct rail_wire_rec rec = {.type = RAIL_WIRE_REC_MSG, .tag = tag};
+  int inl = size <= c->inline_max, rc = 0;
+  uint64_t end = 0, seq;
+  struct rail_req *r;
+
+  pthread_mutex_lock(&c->mu);
+  if (c->error) {
+    rc = c->error;
+    goto unlock;
+  }
+  seq = c->next_seq;
+  r = rail_req_slot(c, seq);
+  if (r->state != RAIL_REQ_FREE) {
+    rail_progress_run(c);
+    *out = NULL;
+    goto unlock;
+  }
+  if (inl) {
+    /* Small messages go with their record, without waiting for the RTR. */
+    rec.seq = seq;
+    rec.arg = size;
+    rec.flags = RAIL_WIRE_REC_INLINE;
+    rec.aux = rail_dispatch_tag_mask(c, seq, tag);
+    rc = rail_req_append(c, &rec, data, size, &end);
+    if (rc == -ENOBUFS) {
+      rc = 0;
+      *out = NULL;
+      goto unlock;
+    }
+    if (rc != 0) goto unlock;
+  }
+  c->next_seq++;
+  c->sent_tag[seq % RAIL_SLOTS] = tag;
+  rail_req_reset(r, seq, data, size, tag);
+  r->msg_size = size;
+  r->rec_end = end;
+  r->state = inl ? RAIL_REQ_INLINE : RAIL_REQ_WAIT_RTR;
+  if (inl) {
+    c->ninline++;
+    rail_chan_flush(c);
+    if (c->chan.sent >= end) rail_req_complete(c, r, 0);
+  } else {
+    /* Its RTR is usually here already, or waiting in the socket, where
+     * reading it starts the send (dispatch.c). */
+    rail_dispatch_try_send(c, r);
+    if (r->state == RAIL_REQ_WAIT_RTR) rail_progress_run(c);
+  }
+  *out = r;
+unlock:
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+/* What the control stream still holds, read after the connection failed
+ * (a data stream's end may have failed it first). */
+static void rail_req_read_rest(struct rail_sock *c) {
+  for (int i = 0; i < 64 && rail_chan_read(c) > 0; i++) {
+  }
+}
+
+/* A receive posted after the connection failed still gets a message that
+ * arrived before (progress.h); any buffer nothing arrived for fails. */
+static void rail_req_after_failure(struct rail_sock *c, struct rail_req *lead) {
+  rail_progress_records(c);
+  for (int i = 0; i < lead->group_n; i++)
+    rail_req_complete(c, rail_req_slot(c, lead->group_seq + (uint64_t)i), c->error);
+}
+
+/* Announces buffers seq..seq+n-1 to the sender (RTR). 0 or -errno. */
+static int rail_req_announce(struct rail_sock *c, uint64_t seq, int n, const size_t *sizes,
+                             const int *tags) {
+  for (int i = 0; i < n; i++) {
+    struct rail_wire_rec rtr = {.type = RAIL_WIRE_REC_RTR,
+                                .tag = tags[i],
+                                .seq = seq + (uint64_t)i,
+                                .arg = sizes[i],
+                                .aux = (uint16_t)(i << 8 | n)};
+    int rc = rail_chan_append(c, &rtr, NULL, 0, NULL);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int rail_req_irecv(struct rail_sock *c, int n, void **data, const size_t *sizes, const int *tags,
+                   struct rail_req **out) {
+  uint64_t seq;
+  int rc = 0, failed;
+
+  pthread_mutex_lock(&c->mu);
+  failed = c->error != 0;
+  if (failed) rail_req_read_rest(c);
+  if (failed && !rail_chan_has_message(c)) {
+    rc = c->error;
+    goto unlock;
+  }
+  seq = c->next_seq;
+  for (int i = 0; i < n; i++)
+    if (rail_req_slot(c, seq + (uint64_t)i)->state != RAIL_REQ_FREE) {
+      if (!failed) rail_progress_run(c);
+      *out = NULL;
+      goto unlock;
+    }
+  if (!failed) {
+    rc = rail_req_announce(c, seq, n, sizes, tags);
+    if (rc != 0) {
+      rail_sock_fail(c, rc, "the control channel's log cannot grow");
+      goto unlock;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    struct rail_req *r = rail_req_slot(c, seq + (uint64_t)i);
+    rail_req_reset(r, seq + (uint64_t)i, data[i], sizes[i], tags[i]);
+    r->group_seq = seq;
+    r->group_n = n;
+    r->state = RAIL_REQ_POSTED;
+  }
+  c->next_seq += (uint64_t)n;
+  *out = rail_req_slot(c, seq);
+  if (failed) {
+    rail_req_after_failure(c, *out);
+    goto unlock;
+  }
+  /* An inline MSG for it may be waiting already. The RTR is not written
+   * yet: the caller's next test of this comm does it (every test of its
+   * oldest request flushes; the watcher within 10 ms), so a caller that
+   * posts a receive and then sends (a reply, the next step) gets its send
+   * out first, and small messages, which need no RTR, keep their round
+   * trip. */
+  rail_progress_records(c);
+unlock:
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+/* ---- test ------------------------------------------------------------------------------ */
+
+/* How long test() may nap, by the message's size and whether an older
+ * request of the comm is still pending: -1 not at all, 0 just yield, else
+ * nanoseconds; *wakeable says whether a completion or a control record may
+ * end the nap early (any comm's, nap.h). Messages that data threads move
+ * get the CPU handed to those threads rather than spun against (it matters
+ * where cores are few); small ones are not moved by threads, and their
+ * latency is not touched.
+ *  - up to 160 KiB, whose data threads finish within microseconds, a yield
+ *    per test keeps the reaction immediate (a timer costs more than it saves);
+ *  - above that, only the comm's oldest pending request naps, so that a
+ *    caller testing a window of requests in turn sleeps once per pass, and
+ *    the nap ends early on a completion or a record, so the caller reposts
+ *    as soon as one completes;
+ *  - up to 4 MiB the nap is the message's time at 4 GB/s, at most 100 us;
+ *  - from 4 MiB it is 1 ms, ended early by the next event of any comm: the
+ *    data threads then need the cores for long stretches, and a wake-up
+ *    with nothing to do takes a core from them. Every event that gives the
+ *    caller work ends the nap, whichever comm it is on, so its length only
+ *    bounds a lost wake-up (docs/performance.md has the measurements). */
+long rail_req_nap_ns(size_t bytes, int older_pending, int *wakeable) {
+  *wakeable = 0;
+  if (bytes < RAIL_NAP_MIN_BYTES) return 0;
+  if (older_pending) return -1;
+  *wakeable = 1;
+  if (bytes < RAIL_NAP_FULL_BYTES)
+    return bytes / 4 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 4);
+  return RAIL_NAP_LONG_NS;
+}
+
+/* The nap of a data thread's turn at the lock: a fraction of the message's
+ * time at 4 GB/s, at most 100 us. */
+static long rail_req_plain_nap_ns(size_t bytes) {
+  return bytes / 16 > RAIL_NAP_MAX_NS ? RAIL_NAP_MAX_NS : (long)(bytes / 16);
+}
+
+/* ns > 0: sleep that long; 0: yield; < 0: nothing. */
+static void rail_req_sleep(long ns) {
+  if (ns > 0) {
+    struct timespec nap = {0, ns};
+    nanosleep(&nap, NULL);
+  } else if (ns == 0) {
+    sched_yield();
+  }
+}
+
+/* Whether a request posted before r's (group) on its comm is still pending. */
+static int rail_req_older_pending(struct rail_sock *c, const struct rail_req *r) {
+  const struct rail_req *prev = rail_req_slot(c, r->group_seq - 1);
+
+  return r->group_seq > 0 && prev->seq == r->group_seq - 1 && rail_req_pending(prev);
+}
+
+static long rail_req_nap_for(struct rail_sock *c, const struct rail_req *r, int older,
+                             int *wakeable) {
+  size_t bytes = c->is_send || r->msg_size == 0 ? r->size : r->msg_size;
+
+  *wakeable = 0;
+  if (r->state != RAIL_REQ_SENDING && r->state != RAIL_REQ_RECEIVING) return -1;
+  return rail_req_nap_ns(bytes, older, wakeable);
+}
+
+/* Whether every buffer of r's request is done. */
+static int rail_req_all_done(struct rail_sock *c, const struct rail_req *r) {
+  for (int i = 0; i < r->group_n; i++)
+    if (!__atomic_load_n(&rail_req_slot(c, r->group_seq + (uint64_t)i)->done, __ATOMIC_ACQUIRE))
+      return 0;
+  return 1;
+}
+
+/* One look at a request that is not done: progresses the comm (the oldest
+ * request on every test; the others only when that has not happened for a
+ * while, so that a caller testing a window of requests in turn reads the
+ * control stream once per pass, not once per request: each read is a
+ * syscall, which on few cores is taken from the data threads), then naps
+ * as rail_req_nap_ns says. */
+static void rail_req_wait(struct rail_sock *c, struct rail_req *r) {
+  long nap_ns;
+  int wakeable, older;
+
+  /* Stand aside while a data thread wants the lock: this is polled. r->size
+   * is fixed once posted, so it is read unlocked. */
+  if (__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) != 0) {
+    rail_req_sleep(r->size >= RAIL_NAP_MIN_BYTES ? rail_req_plain_nap_ns(r->size) : 0);
+    return;
+  }
+  pthread_mutex_lock(&c->mu);
+  older = rail_req_older_pending(c, r);
+  if (r->state != RAIL_REQ_FREE &&
+      (!older || rail_now_ns() - c->last_progress_ns >= RAIL_PROGRESS_EVERY_NS))
+    rail_progress_run(c);
+  nap_ns = rail_req_nap_for(c, r, older, &wakeable);
+  if (nap_ns > 0 && wakeable && !rail_req_all_done(c, r)) {
+    /* Entered with the lock held, so that no completion of c can slip in
+     * between the last look and the nap (nap.h). */
+    rail_nap_enter();
+    pthread_mutex_unlock(&c->mu);
+    rail_nap_wait(nap_ns);
+  } else {
+    pthread_mutex_unlock(&c->mu);
+    if (!rail_req_all_done(c, r)) rail_req_sleep(nap_ns);
+  }
+}
+
+int rail_req_test(struct rail_req *r, int *done, int *sizes) {
+  struct rail_sock *c = r->comm;
+  int rc = 0;
+
+  if (!rail_req_all_done(c, r)) {
+    rail_req_wait(c, r);
+    if (!rail_req_all_done(c, r)) {
+      *done = 0;
+      return 0;
+    }
+  }
+  pthread_mutex_lock(&c->mu);
+  if (r->state != RAIL_REQ_COMPLETE) {
+    pthread_mutex_unlock(&c->mu);
+    return -EINVAL; /* tested again after it was reported done */
+  }
+  for (int i = 0; i < r->group_n && rc == 0; i++)
+    rc = rail_req_slot(c, r->group_seq + (uint64_t)i)->error;
+  for (int i = 0; i < r->group_n; i++) {
+    struct rail_req *m = rail_req_slot(c, r->group_seq + (uint64_t)i);
+    if (sizes != NULL && rc == 0) sizes[i] = (int)(c->is_send ? m->size : m->msg_size);
+    m->state = RAIL_REQ_FREE;
+    __atomic_store_n(&m->done, 0, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&c->mu);
+  *done = 1;
+  return rc;
+}
