@@ -2,7 +2,8 @@
 # Passes the tests on a fresh Debian/Ubuntu machine: installs what is
 # missing, builds with warnings as errors, runs every ctest entry (unit, ABI
 # harness, and, as root, the network-namespace rig and the soft-RoCE VM rig),
-# then the unit tests again under ASan+UBSan.
+# then the unit tests again under ASan+UBSan, the unit and ABI tests under
+# ThreadSanitizer, and the fuzz targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -28,6 +29,12 @@ RAIL_BUILD_DIR=${build}-release scripts/build.sh -DCMAKE_BUILD_TYPE=Release
 RAIL_BUILD_DIR=${build}-asan scripts/build.sh -DRAIL_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
 (cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
    ctest --output-on-failure --timeout 600 -R '^unit\.')
+
+# ThreadSanitizer over the unit and ABI tests (the ABI harness loads the
+# instrumented plugin): any data race fails the run.
+RAIL_BUILD_DIR=${build}-tsan scripts/build.sh -DRAIL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+(cd "${build}-tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+   ctest --output-on-failure --timeout 600 -R '^(unit|abi)\.')
 
 # Every decoder of untrusted bytes runs under libFuzzer for a bounded time
 # from its committed corpus; a crash fails the run.
