@@ -102,9 +102,14 @@ static void rail_progress_events(struct rail_sock *c) {
     rail_sock_fail(c, rc, c->later_why);
   }
   if (!c->error && c->check_streams) {
+    int rc = c->last_dead_rc, closed = rc == -EPIPE || rc == -ECONNABORTED || rc == -ECONNRESET;
+    char why[160];
+
     c->check_streams = 0;
-    if (rail_sock_live_streams(c) == 0)
-      rail_sock_fail(c, -ECONNRESET, "no data stream left (the peer closed or reset them)");
+    if (rail_sock_live_streams(c) > 0) return;
+    snprintf(why, sizeof(why), "no data stream left (the last: %s)",
+             closed ? "closed by the peer" : strerror(-rc));
+    rail_sock_fail(c, closed ? -ECONNRESET : rc, why);
   }
 }
 

@@ -94,6 +94,7 @@ void rail_sock_stream_dead(struct rail_sock *c, struct rail_stream *s, int rc) {
   if (c->closing || c->error) return;
   shutdown(s->fd, SHUT_RDWR);
   c->check_streams = 1;
+  c->last_dead_rc = rc;
   rail_nap_kick(1);
   pending = rail_req_count_pending(c);
   /* EOF is the peer ending the stream on purpose (it gave up on it, or is

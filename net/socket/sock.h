@@ -100,6 +100,7 @@ struct rail_sock {
   /* Noted off the progress, acted on by it: data streams died; a failure
    * decided on a data thread. */
   int check_streams;
+  int last_dead_rc; /* why the last data stream to die died */
   int later_rc;
   char later_why[160];
   uint64_t next_link_check_ns, next_liveness_ns;

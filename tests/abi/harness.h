@@ -117,4 +117,16 @@ void harness_doomed_receiver_child(struct harness *h);
 void harness_garbage_parent(struct harness *h);
 void harness_garbage_child(struct harness *h);
 
+/* ---- scenarios: chaos (sc_chaos.c) ---------------------------------------- */
+
+void harness_stopped_sender_parent(struct harness *h);
+void harness_stopped_sender_child(struct harness *h);
+void harness_stopped_receiver_parent(struct harness *h);
+void harness_stopped_receiver_child(struct harness *h);
+void harness_kill_sender_parent(struct harness *h);
+void harness_kill_sender_child(struct harness *h);
+void harness_kill_receiver_parent(struct harness *h);
+void harness_kill_receiver_child(struct harness *h);
+void harness_bad_handles_parent(struct harness *h);
+
 #endif

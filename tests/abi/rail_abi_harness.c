@@ -87,6 +87,20 @@ static const struct scenario scenarios[] = {
      "junk TCP clients on every listening socket; the real peer still connects"},
     {"multi", harness_multi_side, harness_multi_side,
      "three connections, both ways, progressed together; v11: from two contexts"},
+    {"stopped_sender", harness_stopped_sender_parent, harness_stopped_sender_child,
+     "the sender is SIGSTOPped for 3 timeouts mid-transfer, then resumed: the job continues",
+     .short_timeout = 1},
+    {"stopped_receiver", harness_stopped_receiver_parent, harness_stopped_receiver_child,
+     "the receiver is SIGSTOPped for 3 timeouts mid-transfer, then resumed: the job continues",
+     .short_timeout = 1},
+    {"kill_sender", harness_kill_sender_parent, harness_kill_sender_child,
+     "the sender is SIGKILLed where the seed says (set-up, transfer, close, any time)",
+     .child_status = 128 + SIGKILL, .short_timeout = 1},
+    {"kill_receiver", harness_kill_receiver_parent, harness_kill_receiver_child,
+     "the receiver is SIGKILLed where the seed says (set-up, transfer, close, any time)",
+     .child_status = 128 + SIGKILL, .short_timeout = 1},
+    {"bad_handles", harness_bad_handles_parent, NULL,
+     "random, truncated and forged handles to connect: an error or a comm, never a crash"},
 };
 
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))

@@ -30,6 +30,14 @@
 #                    take one rail down in the middle of a transfer: the
 #                    transfer completes intact on the survivor or fails in
 #                    bounded time naming the rail; it never hangs
+#   run-soak [--count N] [--epochs N] [--rate MBIT] [--flap-secs S]
+#            [--down-secs S] [--limit S]
+#                    N messages of random sizes (0 to 64 MiB, mostly small)
+#                    over the fused rails, spread over --epochs connections
+#                    opened and closed in turn, every byte CRC-checked, while
+#                    rail 0 goes down for --down-secs every --flap-secs: 0
+#                    lost, and both processes hold as many fds and as much
+#                    memory at the end as after their first connection
 #   perf [--rate MBIT] [--repeat N] [--mtu BYTES]
 #                    the three throughput targets of issue 4, as ratios to R
 #                    (default R 400 Mbit/s, median of 3 runs)
@@ -765,6 +773,112 @@ cmd_run_failover() {
   return "$fail"
 }
 
+# run-soak: the receiver in A, the sender in B, rig_xfer --soak on both;
+# meanwhile rail 0 flaps (down on node B for --down-secs, every
+# --flap-secs). A connection that is up when the rail goes down carries on
+# over rail 1; the next one is set up over both again (its set-up waits out
+# a flap). The verdict is rig_xfer's: intact, no leak, no hang.
+cmd_run_soak() {
+  local count=100000 epochs=50 rate=1000 flap=3 down=1 limit=540
+  while (($#)); do
+    case $1 in
+      --count)
+        count=$2
+        shift 2
+        ;;
+      --epochs)
+        epochs=$2
+        shift 2
+        ;;
+      --rate)
+        rate=$2
+        shift 2
+        ;;
+      --flap-secs)
+        flap=$2
+        shift 2
+        ;;
+      --down-secs)
+        down=$2
+        shift 2
+        ;;
+      --limit)
+        limit=$2
+        shift 2
+        ;;
+      *) die "run-soak: unknown option $1" ;;
+    esac
+  done
+  local xfer plugin
+  xfer=$(need_bin rig_xfer)
+  plugin=$(need_bin libnccl-net-rail.so)
+  rig_own "$rate" "$rate" 0 "$default_mtu"
+  local -a common=(--plugin "$plugin" --soak --count "$count" --epochs "$epochs" --window 16
+    --stall-ms 60000 --setup-ms 60000)
+  local handle="$rig_tmp/soak.handle" side t0
+  t0=$(date +%s)
+  for side in a b; do
+    rm -f "$rig_tmp/soak.$side.end"
+  done
+  {
+    rc=0
+    in_ns a env NCCL_RAIL_IFNAMES=r0,r1 timeout -k 5 "$limit" "$xfer" "${common[@]}" \
+      --listen "$handle" >"$rig_tmp/soak.a.out" 2>"$rig_tmp/soak.a.err" || rc=$?
+    echo "$rc" >"$rig_tmp/soak.a.end"
+  } &
+  local pa=$!
+  {
+    rc=0
+    in_ns b env NCCL_RAIL_IFNAMES=r0,r1 timeout -k 5 "$limit" "$xfer" "${common[@]}" \
+      --connect "$handle" >"$rig_tmp/soak.b.out" 2>"$rig_tmp/soak.b.err" || rc=$?
+    echo "$rc" >"$rig_tmp/soak.b.end"
+  } &
+  local pb=$!
+
+  # Flap once both processes have found their devices (the first handle is
+  # out), until either ends.
+  local flaps=0 i
+  for ((i = 0; i < 300; i++)); do
+    [[ -e $handle.0 ]] && break
+    sleep 0.1
+  done
+  while [[ ! -e $rig_tmp/soak.a.end && ! -e $rig_tmp/soak.b.end ]]; do
+    sleep "$flap"
+    [[ -e $rig_tmp/soak.a.end || -e $rig_tmp/soak.b.end ]] && break
+    in_ns b ip link set "${rails[0]}" down
+    sleep "$down"
+    in_ns b ip link set "${rails[0]}" up
+    flaps=$((flaps + 1))
+  done
+  wait "$pa" || true
+  wait "$pb" || true
+  local rca rcb secs
+  read -r rca <"$rig_tmp/soak.a.end"
+  read -r rcb <"$rig_tmp/soak.b.end"
+  secs=$(($(date +%s) - t0))
+  for side in a b; do
+    grep -hE 'rig_xfer|NCCL WARN' "$rig_tmp/soak.$side.err" "$rig_tmp/soak.$side.out" |
+      tail -4 | sed "s/^/  $side: /" >&2 || true
+  done
+  local summary
+  summary=$(grep -h 'result=verified' "$rig_tmp/soak.a.out" || true)
+  if ((rca == 0 && rcb == 0)); then
+    echo "PASS soak: $count messages over $epochs connections in ${secs}s, rail 0 flapped $flaps times;" \
+      "${summary#rig_xfer: }"
+    return 0
+  fi
+  if ((rca == 3 || rcb == 3)); then
+    echo "FAIL soak: data corrupted (exit $rca / $rcb) after $flaps flaps"
+  elif ((rca == 4 || rcb == 4)); then
+    echo "FAIL soak: file descriptors or memory leaked (exit $rca / $rcb)"
+  elif ((rca == 124 || rcb == 124 || rca == 137 || rcb == 137)); then
+    echo "FAIL soak: not done within ${limit}s (exit $rca / $rcb) after $flaps flaps"
+  else
+    echo "FAIL soak: exit $rca (receiver) / $rcb (sender) after $flaps flaps"
+  fi
+  return 1
+}
+
 cmd_status() {
   local node r
   for node in a b; do
@@ -875,6 +989,10 @@ main() {
     run-failover)
       rig_require
       cmd_run_failover "$@"
+      ;;
+    run-soak)
+      rig_require
+      cmd_run_soak "$@"
       ;;
     *) die "unknown command '$cmd' (see --help)" ;;
   esac

@@ -4,7 +4,12 @@
  * strangers, a peer whose chunks or records lie, a tampered handle. Each
  * test pins one failure the plugin had and must never have again; every
  * wait is bounded. */
+#define _GNU_SOURCE /* setns */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -107,6 +112,113 @@ TEST(test_straggler_mixed_two_rails) {
   CHECK_EQ_INT(nt_straggler(&p, sizes, 5, 40, 3.0), 0);
   nt_close(&p);
   nt_env("NCCL_RAIL_TIMEOUT_MS", NULL);
+}
+
+/* ---- a dead peer still fails in bounded time ----------------------------------------------------- */
+
+static int nt_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int nt_sh(const char *fmt, ...) {
+  char cmd[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  va_end(ap);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int nt_ns_device(const char *name, const char *ip) {
+  struct rail_iface ifc = nt_lo_iface(ip, 100);
+  int dev = -1;
+
+  snprintf(ifc.name, sizeof(ifc.name), "%s", name);
+  ifc.prefix_len = 24;
+  ifc.tier = RAIL_IFACE_TIER_VIRTUAL;
+  return rail_net_add_device(&ifc, 1, &dev) == 0 ? dev : -1;
+}
+
+/* Two network namespaces joined by a veth pair shaped to 100 Mbit/s, a
+ * connection from a to b, a large message in flight; then both ends
+ * black-hole each other (a pulled cable, a host gone: nothing comes back,
+ * no error anywhere). Every pending request on both ends fails within a
+ * bound of a few timeouts, with a WARN naming the peer. Needs root. */
+TEST(test_partitioned_peer_fails_in_bounded_time) {
+  char na[32], nb[32], path[64];
+  int self, fa, fb, deva, devb, rs, ss, es = 0, er = 0, rc;
+  enum { SIZE = 64 << 20 };
+  uint8_t *sb = calloc(1, SIZE), *rb = malloc(SIZE);
+  void *sr = NULL, *rr = NULL;
+  struct nt_pair p;
+  double t0;
+
+  if (geteuid() != 0) TEST_SKIP("needs root for network namespaces");
+  snprintf(na, sizeof(na), "rsv%da", (int)getpid());
+  snprintf(nb, sizeof(nb), "rsv%db", (int)getpid());
+  if (nt_sh("ip netns add %s && ip netns add %s", na, nb) != 0)
+    TEST_SKIP("cannot create network namespaces (ip netns add failed)");
+  CHECK(nt_sh("ip link add va netns %s type veth peer name vb netns %s", na, nb) == 0);
+  CHECK(nt_sh("ip -n %s addr add 10.78.0.1/24 dev va && ip -n %s addr add 10.78.0.2/24 dev vb", na,
+              nb) == 0);
+  CHECK(nt_sh("ip -n %s link set va up && ip -n %s link set vb up", na, nb) == 0);
+  CHECK(nt_sh("ip netns exec %s tc qdisc add dev va root tbf rate 100mbit burst 64kb latency 50ms",
+              na) == 0);
+  usleep(200000);
+  nt_setup();
+  nt_env("NCCL_RAIL_TIMEOUT_MS", "300");
+  deva = nt_ns_device("va", "10.78.0.1");
+  devb = nt_ns_device("vb", "10.78.0.2");
+  self = open("/proc/self/ns/net", O_RDONLY);
+  snprintf(path, sizeof(path), "/run/netns/%s", na);
+  fa = open(path, O_RDONLY);
+  snprintf(path, sizeof(path), "/run/netns/%s", nb);
+  fb = open(path, O_RDONLY);
+  CHECK(self >= 0 && fa >= 0 && fb >= 0 && deva >= 0 && devb >= 0);
+  /* Sockets stay in the namespace they were made in: listen in b, connect
+   * from a, accept anywhere. */
+  memset(&p, 0, sizeof(p));
+  CHECK(setns(fb, CLONE_NEWNET) == 0);
+  CHECK_EQ_INT(rail_net_listen(devb, p.handle, &p.lc), 0);
+  t0 = nt_now();
+  while ((p.sc == NULL || p.rc == NULL) && nt_now() - t0 < 10) {
+    CHECK(setns(fa, CLONE_NEWNET) == 0);
+    if (p.sc == NULL) CHECK_EQ_INT(rail_net_connect(deva, p.handle, -1, &p.sc), 0);
+    CHECK(setns(self, CLONE_NEWNET) == 0);
+    if (p.rc == NULL) CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
+  }
+  CHECK(setns(self, CLONE_NEWNET) == 0);
+  rail_net_close_listen(p.lc);
+  p.lc = NULL;
+  CHECK(p.sc != NULL && p.rc != NULL);
+  if (p.sc != NULL && p.rc != NULL) {
+    struct rail_net_stats st;
+    CHECK_EQ_INT(nt_roundtrip(&p, 1 << 20, 5, 10), 0);
+    CHECK_EQ_INT(nt_irecv(p.rc, rb, SIZE, 0, &rr, 5), 0);
+    CHECK_EQ_INT(nt_isend(p.sc, sb, SIZE, 0, &sr, 5), 0);
+    t0 = nt_now();
+    do {
+      int done = 0;
+      CHECK_EQ_INT(rail_net_test(rr, &done, &rs), 0);
+      rail_net_comm_stats(p.rc, &st);
+    } while (st.rail_bytes[0] < (4u << 20) && nt_now() - t0 < 10);
+    nt_log_start();
+    CHECK(nt_sh("ip -n %s route add blackhole 10.78.0.2/32 && ip -n %s route add blackhole "
+                "10.78.0.1/32",
+                na, nb) == 0);
+    t0 = nt_now();
+    rc = nt_wait2(sr, &ss, &es, rr, &rs, &er, 30);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(es != 0 && er != 0);
+    fprintf(stderr, "  both ends failed %.1f s after the partition\n", nt_now() - t0);
+    CHECK(nt_now() - t0 < 10);
+    CHECK(nt_log_has("10.78.0", "fail"));
+  }
+  nt_close(&p);
+  nt_env("NCCL_RAIL_TIMEOUT_MS", NULL);
+  close(self);
+  close(fa);
+  close(fb);
+  nt_sh("ip netns del %s; ip netns del %s", na, nb);
+  free(sb);
+  free(rb);
 }
 
 /* ---- closing drains ---------------------------------------------------------------------------- */
@@ -478,7 +590,8 @@ TEST(test_random_and_truncated_handles) {
 }
 
 RAIL_TEST_MAIN(test_straggler_small_messages, test_straggler_mixed_two_rails,
-               test_close_delivers_last_message, test_chunk_offset_wraps, test_chunk_overlap,
-               test_fail_waits_for_writers, test_too_large_notice_when_log_full,
-               test_strangers_silent_first, test_strangers_during_connect, test_most_streams_fit,
-               test_forged_handle_state, test_random_and_truncated_handles)
+               test_partitioned_peer_fails_in_bounded_time, test_close_delivers_last_message,
+               test_chunk_offset_wraps, test_chunk_overlap, test_fail_waits_for_writers,
+               test_too_large_notice_when_log_full, test_strangers_silent_first,
+               test_strangers_during_connect, test_most_streams_fit, test_forged_handle_state,
+               test_random_and_truncated_handles)
