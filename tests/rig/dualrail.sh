@@ -582,6 +582,30 @@ names_rail() {
   sed 's/r0+r1//g' "$1" | grep -Eq "(^|[^[:alnum:]_+])$dev([^[:alnum:]_+]|$)|$net\.[12]([^0-9]|$)"
 }
 
+# xfer_pair TAG LIMIT ARGS...: rig_xfer ARGS as the receiver in node A
+# (--listen) and the sender in node B (--connect), both over the fused
+# rails, in the background, each bounded by LIMIT seconds; each writes
+# "STATUS TIME" to $rig_tmp/TAG.<node>.end when it ends, its output to
+# TAG.<node>.out and .err. Sets xfer_pa and xfer_pb to their pids.
+xfer_pair() {
+  local tag=$1 limit=$2 xfer node role
+  shift 2
+  xfer=$(need_bin rig_xfer)
+  for node in a b; do
+    rm -f "$rig_tmp/$tag.$node.end"
+    role=--listen
+    [[ $node == b ]] && role=--connect
+    {
+      rc=0
+      in_ns "$node" env NCCL_RAIL_IFNAMES=r0,r1 timeout -k 5 "$limit" "$xfer" "$@" \
+        "$role" "$rig_tmp/$tag.handle" >"$rig_tmp/$tag.$node.out" 2>"$rig_tmp/$tag.$node.err" ||
+        rc=$?
+      echo "$rc $(date +%s.%N)" >"$rig_tmp/$tag.$node.end"
+    } &
+    if [[ $node == a ]]; then xfer_pa=$!; else xfer_pb=$!; fi
+  done
+}
+
 # run-failover: a verified transfer over both rails; once both carry data,
 # one rail's veth is set down on one node. The transfer must then complete
 # with every byte intact (on the surviving rail), or fail within --bound
@@ -636,8 +660,7 @@ cmd_run_failover() {
   if [[ $rail == all ]] && ((survive)); then
     die "run-failover: nothing can survive --rail all"
   fi
-  local xfer plugin other=$((1 - cut[0]))
-  xfer=$(need_bin rig_xfer)
+  local plugin other=$((1 - cut[0]))
   plugin=$(need_bin libnccl-net-rail.so)
   rig_own "$rate" "$rate" 0 "$default_mtu"
 
@@ -647,25 +670,8 @@ cmd_run_failover() {
   count=$((secs * 2 * rate * 125000 / size))
   # Beyond the bound a process is stalled, not slow; timeout kills it later.
   local stall_ms=$(((bound + 10) * 1000)) limit=$((bound + 60 + secs * 4))
-  local -a common=(--plugin "$plugin" --size "$size" --count "$count" --stall-ms "$stall_ms")
-  local handle="$rig_tmp/xfer.handle" side
-  for side in a b; do
-    rm -f "$rig_tmp/xfer.$side.end"
-  done
-  {
-    rc=0
-    in_ns a env NCCL_RAIL_IFNAMES=r0,r1 timeout -k 5 "$limit" "$xfer" "${common[@]}" \
-      --listen "$handle" >"$rig_tmp/xfer.a.out" 2>"$rig_tmp/xfer.a.err" || rc=$?
-    echo "$rc $(date +%s.%N)" >"$rig_tmp/xfer.a.end"
-  } &
-  local pa=$!
-  {
-    rc=0
-    in_ns b env NCCL_RAIL_IFNAMES=r0,r1 timeout -k 5 "$limit" "$xfer" "${common[@]}" \
-      --connect "$handle" >"$rig_tmp/xfer.b.out" 2>"$rig_tmp/xfer.b.err" || rc=$?
-    echo "$rc $(date +%s.%N)" >"$rig_tmp/xfer.b.end"
-  } &
-  local pb=$!
+  xfer_pair xfer "$limit" --plugin "$plugin" --size "$size" --count "$count" --stall-ms "$stall_ms"
+  local pa=$xfer_pa pb=$xfer_pb side
 
   # Cut only once both rails carry the transfer: the sender has put 16 MiB
   # on each since the start (at most 30 s).
@@ -809,31 +815,14 @@ cmd_run_soak() {
       *) die "run-soak: unknown option $1" ;;
     esac
   done
-  local xfer plugin
-  xfer=$(need_bin rig_xfer)
+  local plugin
   plugin=$(need_bin libnccl-net-rail.so)
   rig_own "$rate" "$rate" 0 "$default_mtu"
-  local -a common=(--plugin "$plugin" --soak --count "$count" --epochs "$epochs" --window 16
-    --stall-ms 60000 --setup-ms 60000)
   local handle="$rig_tmp/soak.handle" side t0
   t0=$(date +%s)
-  for side in a b; do
-    rm -f "$rig_tmp/soak.$side.end"
-  done
-  {
-    rc=0
-    in_ns a env NCCL_RAIL_IFNAMES=r0,r1 timeout -k 5 "$limit" "$xfer" "${common[@]}" \
-      --listen "$handle" >"$rig_tmp/soak.a.out" 2>"$rig_tmp/soak.a.err" || rc=$?
-    echo "$rc" >"$rig_tmp/soak.a.end"
-  } &
-  local pa=$!
-  {
-    rc=0
-    in_ns b env NCCL_RAIL_IFNAMES=r0,r1 timeout -k 5 "$limit" "$xfer" "${common[@]}" \
-      --connect "$handle" >"$rig_tmp/soak.b.out" 2>"$rig_tmp/soak.b.err" || rc=$?
-    echo "$rc" >"$rig_tmp/soak.b.end"
-  } &
-  local pb=$!
+  xfer_pair soak "$limit" --plugin "$plugin" --soak --count "$count" --epochs "$epochs" \
+    --window 16 --stall-ms 60000 --setup-ms 60000
+  local pa=$xfer_pa pb=$xfer_pb
 
   # Flap once both processes have found their devices (the first handle is
   # out), until either ends.
@@ -853,8 +842,8 @@ cmd_run_soak() {
   wait "$pa" || true
   wait "$pb" || true
   local rca rcb secs
-  read -r rca <"$rig_tmp/soak.a.end"
-  read -r rcb <"$rig_tmp/soak.b.end"
+  read -r rca _ <"$rig_tmp/soak.a.end"
+  read -r rcb _ <"$rig_tmp/soak.b.end"
   secs=$(($(date +%s) - t0))
   for side in a b; do
     grep -hE 'rig_xfer|NCCL WARN' "$rig_tmp/soak.$side.err" "$rig_tmp/soak.$side.out" |

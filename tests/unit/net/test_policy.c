@@ -14,6 +14,7 @@
 
 #include "net/core/liveness.h"
 #include "net/core/stripe.h"
+#include "netns_util.h"
 #include "tests/unit/test.h"
 
 TEST(stripe_whole_messages_follow_weights) {
@@ -128,61 +129,39 @@ TEST(liveness_a_peer_that_does_not_read_is_alive) {
   close(w);
 }
 
-/* Runs a shell command; 0 if it exited 0. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 /* Two network namespaces joined by a veth pair: 10.77.0.1 in a, 10.77.0.2
  * in b. Then b black-holes its route back to a, so b's kernel stays up but
  * nothing it sends reaches a: to a, the peer went silent. Bytes
  * outstanding make a's check declare it dead, not before the timeout and
  * not long after. Needs root for the namespaces. */
 TEST(liveness_a_silent_peer_is_dead_in_bounded_time) {
-  char na[32], nb[32], path[64];
-  int self, fa, fb, l, w, r, timeout_ms = 300, rc = 0;
+  int l, w, r, timeout_ms = 300, rc = 0;
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(7711)};
   struct rail_liveness st = {0};
+  struct nt_netns ns;
+  const char *skip;
   uint64_t start, end, took;
 
-  if (geteuid() != 0) TEST_SKIP("needs root for network namespaces");
-  snprintf(na, sizeof(na), "rlv%da", (int)getpid());
-  snprintf(nb, sizeof(nb), "rlv%db", (int)getpid());
-  if (sh("ip netns add %s && ip netns add %s", na, nb) != 0)
-    TEST_SKIP("cannot create network namespaces (ip netns add failed)");
-  CHECK(sh("ip link add va netns %s type veth peer name vb netns %s", na, nb) == 0);
-  CHECK(sh("ip -n %s addr add 10.77.0.1/24 dev va && ip -n %s addr add 10.77.0.2/24 dev vb", na,
-           nb) == 0);
-  CHECK(sh("ip -n %s link set va up && ip -n %s link set vb up", na, nb) == 0);
-  usleep(200000); /* operstate follows a moment after `up` */
-  self = open("/proc/self/ns/net", O_RDONLY);
-  snprintf(path, sizeof(path), "/run/netns/%s", na);
-  fa = open(path, O_RDONLY);
-  snprintf(path, sizeof(path), "/run/netns/%s", nb);
-  fb = open(path, O_RDONLY);
-  CHECK(self >= 0 && fa >= 0 && fb >= 0);
+  rc = nt_netns_up(&ns, "rlv", 77, &skip);
+  if (rc == -1) TEST_SKIP(skip);
+  CHECK_EQ_INT(rc, 0);
   /* A socket stays in the namespace it was made in. */
-  CHECK(setns(fb, CLONE_NEWNET) == 0);
+  CHECK(nt_netns_enter(&ns, 'b') == 0);
   l = socket(AF_INET, SOCK_STREAM, 0);
   to.sin_addr.s_addr = inet_addr("10.77.0.2");
   CHECK(l >= 0 && bind(l, (struct sockaddr *)&to, sizeof(to)) == 0 && listen(l, 1) == 0);
-  CHECK(setns(fa, CLONE_NEWNET) == 0);
+  CHECK(nt_netns_enter(&ns, 'a') == 0);
   w = socket(AF_INET, SOCK_STREAM, 0);
   CHECK(w >= 0 && connect(w, (struct sockaddr *)&to, sizeof(to)) == 0);
-  CHECK(setns(self, CLONE_NEWNET) == 0);
+  CHECK(nt_netns_enter(&ns, 0) == 0);
   r = accept(l, NULL, NULL);
   CHECK(r >= 0);
   rail_liveness_tune(w, timeout_ms);
-  CHECK(sh("ip -n %s route add blackhole 10.77.0.1/32", nb) == 0);
+  CHECK(nt_netns_blackhole(&ns, 'b') == 0);
   CHECK(send(w, "x", 1, MSG_NOSIGNAL) == 1);
   start = now_ns();
   end = start + 20ull * timeout_ms * 1000000u;
+  rc = 0;
   while (now_ns() < end && rc == 0) {
     rc = rail_liveness_check(w, &st, timeout_ms, now_ns());
     usleep(10000);
@@ -196,10 +175,7 @@ TEST(liveness_a_silent_peer_is_dead_in_bounded_time) {
   close(r);
   close(w);
   close(l);
-  close(self);
-  close(fa);
-  close(fb);
-  sh("ip netns del %s; ip netns del %s", na, nb);
+  nt_netns_down(&ns);
 }
 
 RAIL_TEST_MAIN(stripe_whole_messages_follow_weights, stripe_split_is_proportional_aligned_and_exact,

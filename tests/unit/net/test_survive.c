@@ -4,16 +4,13 @@
  * strangers, a peer whose chunks or records lie, a tampered handle. Each
  * test pins one failure the plugin had and must never have again; every
  * wait is bounded. */
-#define _GNU_SOURCE /* setns */
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <sched.h>
+#define _GNU_SOURCE /* setns, in netns_util.h */
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "fake_peer.h"
+#include "netns_util.h"
 #include "net/core/wire.h"
 #include "net_util.h"
 #include "test.h"
@@ -116,16 +113,6 @@ TEST(test_straggler_mixed_two_rails) {
 
 /* ---- a dead peer still fails in bounded time ----------------------------------------------------- */
 
-static int nt_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int nt_sh(const char *fmt, ...) {
-  char cmd[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 static int nt_ns_device(const char *name, const char *ip) {
   struct rail_iface ifc = nt_lo_iface(ip, 100);
   int dev = -1;
@@ -142,49 +129,42 @@ static int nt_ns_device(const char *name, const char *ip) {
  * no error anywhere). Every pending request on both ends fails within a
  * bound of a few timeouts, with a WARN naming the peer. Needs root. */
 TEST(test_partitioned_peer_fails_in_bounded_time) {
-  char na[32], nb[32], path[64];
-  int self, fa, fb, deva, devb, rs, ss, es = 0, er = 0, rc;
+  int deva, devb, rs, ss, es = 0, er = 0, rc;
   enum { SIZE = 64 << 20 };
   uint8_t *sb = calloc(1, SIZE), *rb = malloc(SIZE);
   void *sr = NULL, *rr = NULL;
+  struct nt_netns ns;
   struct nt_pair p;
+  const char *skip;
   double t0;
 
-  if (geteuid() != 0) TEST_SKIP("needs root for network namespaces");
-  snprintf(na, sizeof(na), "rsv%da", (int)getpid());
-  snprintf(nb, sizeof(nb), "rsv%db", (int)getpid());
-  if (nt_sh("ip netns add %s && ip netns add %s", na, nb) != 0)
-    TEST_SKIP("cannot create network namespaces (ip netns add failed)");
-  CHECK(nt_sh("ip link add va netns %s type veth peer name vb netns %s", na, nb) == 0);
-  CHECK(nt_sh("ip -n %s addr add 10.78.0.1/24 dev va && ip -n %s addr add 10.78.0.2/24 dev vb", na,
-              nb) == 0);
-  CHECK(nt_sh("ip -n %s link set va up && ip -n %s link set vb up", na, nb) == 0);
+  rc = nt_netns_up(&ns, "rsv", 78, &skip);
+  if (rc == -1) {
+    free(sb);
+    free(rb);
+    TEST_SKIP(skip);
+  }
+  CHECK_EQ_INT(rc, 0);
   CHECK(nt_sh("ip netns exec %s tc qdisc add dev va root tbf rate 100mbit burst 64kb latency 50ms",
-              na) == 0);
-  usleep(200000);
+              ns.a) == 0);
   nt_setup();
   nt_env("NCCL_RAIL_TIMEOUT_MS", "300");
   deva = nt_ns_device("va", "10.78.0.1");
   devb = nt_ns_device("vb", "10.78.0.2");
-  self = open("/proc/self/ns/net", O_RDONLY);
-  snprintf(path, sizeof(path), "/run/netns/%s", na);
-  fa = open(path, O_RDONLY);
-  snprintf(path, sizeof(path), "/run/netns/%s", nb);
-  fb = open(path, O_RDONLY);
-  CHECK(self >= 0 && fa >= 0 && fb >= 0 && deva >= 0 && devb >= 0);
+  CHECK(deva >= 0 && devb >= 0);
   /* Sockets stay in the namespace they were made in: listen in b, connect
    * from a, accept anywhere. */
   memset(&p, 0, sizeof(p));
-  CHECK(setns(fb, CLONE_NEWNET) == 0);
+  CHECK(nt_netns_enter(&ns, 'b') == 0);
   CHECK_EQ_INT(rail_net_listen(devb, p.handle, &p.lc), 0);
   t0 = nt_now();
   while ((p.sc == NULL || p.rc == NULL) && nt_now() - t0 < 10) {
-    CHECK(setns(fa, CLONE_NEWNET) == 0);
+    CHECK(nt_netns_enter(&ns, 'a') == 0);
     if (p.sc == NULL) CHECK_EQ_INT(rail_net_connect(deva, p.handle, -1, &p.sc), 0);
-    CHECK(setns(self, CLONE_NEWNET) == 0);
+    CHECK(nt_netns_enter(&ns, 0) == 0);
     if (p.rc == NULL) CHECK_EQ_INT(rail_net_accept(p.lc, &p.rc), 0);
   }
-  CHECK(setns(self, CLONE_NEWNET) == 0);
+  CHECK(nt_netns_enter(&ns, 0) == 0);
   rail_net_close_listen(p.lc);
   p.lc = NULL;
   CHECK(p.sc != NULL && p.rc != NULL);
@@ -200,9 +180,7 @@ TEST(test_partitioned_peer_fails_in_bounded_time) {
       rail_net_comm_stats(p.rc, &st);
     } while (st.rail_bytes[0] < (4u << 20) && nt_now() - t0 < 10);
     nt_log_start();
-    CHECK(nt_sh("ip -n %s route add blackhole 10.78.0.2/32 && ip -n %s route add blackhole "
-                "10.78.0.1/32",
-                na, nb) == 0);
+    CHECK(nt_netns_blackhole(&ns, 0) == 0);
     t0 = nt_now();
     rc = nt_wait2(sr, &ss, &es, rr, &rs, &er, 30);
     CHECK_EQ_INT(rc, 0);
@@ -213,10 +191,7 @@ TEST(test_partitioned_peer_fails_in_bounded_time) {
   }
   nt_close(&p);
   nt_env("NCCL_RAIL_TIMEOUT_MS", NULL);
-  close(self);
-  close(fa);
-  close(fb);
-  nt_sh("ip netns del %s; ip netns del %s", na, nb);
+  nt_netns_down(&ns);
   free(sb);
   free(rb);
 }
@@ -283,38 +258,51 @@ TEST(test_close_delivers_last_message) {
 
 /* ---- hostile chunks --------------------------------------------------------------------------- */
 
+/* A recv comm whose sender is a fake peer with k data streams, and one
+ * receive of cap bytes posted on it, its RTR read by the fake: the fake
+ * then writes whatever chunks or records a test wants. 0 when all is set. */
+static int nt_fake_sender(int k, void *buf, size_t cap, struct fp_peer *fp, void **rc_, void **rr) {
+  char handle[RAIL_NET_HANDLE_BYTES];
+  struct fp_rec rtr;
+  void *lc = NULL;
+  int rs, done = 0;
+
+  *rc_ = *rr = NULL;
+  memset(fp, 0, sizeof(*fp));
+  fp->ctl = -1;
+  CHECK_EQ_INT(rail_net_listen(nt_dev1, handle, &lc), 0);
+  CHECK_EQ_INT(fp_connect(lc, handle, k, fp, rc_), 0);
+  rail_net_close_listen(lc);
+  if (*rc_ == NULL) return -1;
+  CHECK_EQ_INT(nt_irecv(*rc_, buf, cap, 0, rr, 5), 0);
+  if (*rr == NULL) return -1;
+  rail_net_test(*rr, &done, &rs); /* writes the RTR */
+  CHECK_EQ_INT(fp_expect_rec(fp, FP_REC_RTR, &rtr, 5), 0);
+  return 0;
+}
+
 /* A fake sender announces a chunk that lies; the receive fails with a
  * protocol error in bounded time, nothing is written outside the buffer,
  * and the process lives. */
 static void nt_bad_chunk(uint32_t len, uint64_t offset, uint64_t total, size_t cap) {
-  char handle[RAIL_NET_HANDLE_BYTES];
   struct fp_peer fp;
-  struct fp_rec rtr;
-  void *lc = NULL, *rc_ = NULL, *rr = NULL;
+  void *rc_ = NULL, *rr = NULL;
   uint8_t *buf = calloc(1, cap + 8192), *junk = calloc(1, len);
   int rs, rc;
 
-  CHECK_EQ_INT(rail_net_listen(nt_dev1, handle, &lc), 0);
-  CHECK_EQ_INT(fp_connect(lc, handle, 1, &fp, &rc_), 0);
-  rail_net_close_listen(lc);
-  if (rc_ == NULL) return;
-  CHECK_EQ_INT(nt_irecv(rc_, buf, cap, 0, &rr, 5), 0);
-  {
-    int done = 0;
-    rail_net_test(rr, &done, &rs); /* writes the RTR */
+  if (nt_fake_sender(1, buf, cap, &fp, &rc_, &rr) == 0) {
+    memset(junk, 0x77, len);
+    CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 0, len, 0, offset, total), 0);
+    fp_write(fp.data[0], junk, len);
+    rc = nt_wait(rr, &rs, 10);
+    CHECK(rc != 0 && rc != -ETIME);
+    for (size_t i = cap; i < cap + 8192; i++)
+      if (buf[i] != 0) {
+        CHECK_EQ_INT((long long)i, -1);
+        break;
+      }
   }
-  CHECK_EQ_INT(fp_expect_rec(&fp, FP_REC_RTR, &rtr, 5), 0);
-  memset(junk, 0x77, len);
-  CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 0, len, 0, offset, total), 0);
-  fp_write(fp.data[0], junk, len);
-  rc = nt_wait(rr, &rs, 10);
-  CHECK(rc != 0 && rc != -ETIME);
-  for (size_t i = cap; i < cap + 8192; i++)
-    if (buf[i] != 0) {
-      CHECK_EQ_INT((long long)i, -1);
-      break;
-    }
-  rail_net_close_recv(rc_);
+  if (rc_ != NULL) rail_net_close_recv(rc_);
   fp_close(&fp);
   free(buf);
   free(junk);
@@ -329,34 +317,24 @@ TEST(test_chunk_offset_wraps) {
 /* Two chunks that overlap and together count as many bytes as the message
  * has, leaving a hole: never a complete receive. */
 TEST(test_chunk_overlap) {
-  char handle[RAIL_NET_HANDLE_BYTES];
   struct fp_peer fp;
-  struct fp_rec rtr;
-  void *lc = NULL, *rc_ = NULL, *rr = NULL;
+  void *rc_ = NULL, *rr = NULL;
   enum { TOTAL = 16384 };
   uint8_t *buf = calloc(1, TOTAL), junk[8192];
   int rs, rc;
 
   nt_setup();
-  CHECK_EQ_INT(rail_net_listen(nt_dev1, handle, &lc), 0);
-  CHECK_EQ_INT(fp_connect(lc, handle, 2, &fp, &rc_), 0);
-  rail_net_close_listen(lc);
-  if (rc_ == NULL) return;
-  CHECK_EQ_INT(nt_irecv(rc_, buf, TOTAL, 0, &rr, 5), 0);
-  {
-    int done = 0;
-    rail_net_test(rr, &done, &rs);
+  if (nt_fake_sender(2, buf, TOTAL, &fp, &rc_, &rr) == 0) {
+    memset(junk, 0x55, sizeof(junk));
+    CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 0, 8192, 0, 0, TOTAL), 0);
+    fp_write(fp.data[0], junk, 8192);
+    usleep(100000);
+    CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 1, 8192, 0, 4096, TOTAL), 0);
+    fp_write(fp.data[1], junk, 8192);
+    rc = nt_wait(rr, &rs, 10);
+    CHECK(rc != 0 && rc != -ETIME);
   }
-  CHECK_EQ_INT(fp_expect_rec(&fp, FP_REC_RTR, &rtr, 5), 0);
-  memset(junk, 0x55, sizeof(junk));
-  CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 0, 8192, 0, 0, TOTAL), 0);
-  fp_write(fp.data[0], junk, 8192);
-  usleep(100000);
-  CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 1, 8192, 0, 4096, TOTAL), 0);
-  fp_write(fp.data[1], junk, 8192);
-  rc = nt_wait(rr, &rs, 10);
-  CHECK(rc != 0 && rc != -ETIME);
-  rail_net_close_recv(rc_);
+  if (rc_ != NULL) rail_net_close_recv(rc_);
   fp_close(&fp);
   free(buf);
 }
@@ -367,38 +345,29 @@ TEST(test_chunk_overlap) {
  * completes (failed) only once no thread can write into its buffer, so the
  * rest of the chunk, sent afterwards, never lands there. */
 TEST(test_fail_waits_for_writers) {
-  char handle[RAIL_NET_HANDLE_BYTES];
   struct fp_peer fp;
-  struct fp_rec rtr, abort_rec = {.type = FP_REC_ABORT, .arg = ECANCELED};
-  void *lc = NULL, *rc_ = NULL, *rr = NULL;
+  struct fp_rec abort_rec = {.type = FP_REC_ABORT, .arg = ECANCELED};
+  void *rc_ = NULL, *rr = NULL;
   enum { TOTAL = 1 << 20 };
   uint8_t *buf = calloc(1, TOTAL), *snap = malloc(TOTAL), *junk = malloc(TOTAL);
   int rs, rc;
 
   nt_setup();
-  CHECK_EQ_INT(rail_net_listen(nt_dev1, handle, &lc), 0);
-  CHECK_EQ_INT(fp_connect(lc, handle, 1, &fp, &rc_), 0);
-  rail_net_close_listen(lc);
-  if (rc_ == NULL) return;
-  CHECK_EQ_INT(nt_irecv(rc_, buf, TOTAL, 0, &rr, 5), 0);
-  {
-    int done = 0;
-    rail_net_test(rr, &done, &rs);
+  if (nt_fake_sender(1, buf, TOTAL, &fp, &rc_, &rr) == 0) {
+    memset(junk, 0x33, TOTAL);
+    CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 0, TOTAL, 0, 0, TOTAL), 0);
+    CHECK_EQ_INT(fp_write(fp.data[0], junk, TOTAL / 2), 0);
+    usleep(200000); /* the receiving thread is inside the chunk now */
+    CHECK_EQ_INT(fp_send_rec(&fp, &abort_rec, NULL, 0), 0);
+    rc = nt_wait(rr, &rs, 10);
+    CHECK(rc != 0 && rc != -ETIME);
+    memcpy(snap, buf, TOTAL);
+    memset(junk, 0x44, TOTAL);
+    fp_write(fp.data[0], junk, TOTAL / 2); /* may fail: the receiver shut the stream */
+    usleep(200000);
+    CHECK(memcmp(snap, buf, TOTAL) == 0);
   }
-  CHECK_EQ_INT(fp_expect_rec(&fp, FP_REC_RTR, &rtr, 5), 0);
-  memset(junk, 0x33, TOTAL);
-  CHECK_EQ_INT(fp_send_chunk_hdr(&fp, 0, TOTAL, 0, 0, TOTAL), 0);
-  CHECK_EQ_INT(fp_write(fp.data[0], junk, TOTAL / 2), 0);
-  usleep(200000); /* the receiving thread is inside the chunk now */
-  CHECK_EQ_INT(fp_send_rec(&fp, &abort_rec, NULL, 0), 0);
-  rc = nt_wait(rr, &rs, 10);
-  CHECK(rc != 0 && rc != -ETIME);
-  memcpy(snap, buf, TOTAL);
-  memset(junk, 0x44, TOTAL);
-  fp_write(fp.data[0], junk, TOTAL / 2); /* may fail: the receiver shut the stream */
-  usleep(200000);
-  CHECK(memcmp(snap, buf, TOTAL) == 0);
-  rail_net_close_recv(rc_);
+  if (rc_ != NULL) rail_net_close_recv(rc_);
   fp_close(&fp);
   free(buf);
   free(snap);
