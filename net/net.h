@@ -113,9 +113,9 @@ int rail_net_test(void *request, int *done, int *sizes);
 
 /* Close in any state (mid-connect is NCCL's handle, not a comm; with
  * requests in flight; after errors): threads are joined, sockets closed,
- * memory freed. A send comm first drains: its completed messages reach the
- * peer's kernel, waiting at most a second (RAIL_NET_CLOSE_DRAIN_MS). Never
- * blocks longer. */
+ * memory freed. A comm first drains: what it wrote (a send comm's completed
+ * messages, a recv comm's completions) reaches the peer's kernel, waiting
+ * at most a second (RAIL_NET_CLOSE_DRAIN_MS). Never blocks longer. */
 #define RAIL_NET_CLOSE_DRAIN_MS 1000
 int rail_net_close_send(void *send_comm);
 int rail_net_close_recv(void *recv_comm);

@@ -364,7 +364,7 @@ static int rail_chan_resync(struct rail_chan *ch, struct rail_stream *s) {
   return 1;
 }
 
-size_t rail_chan_read(struct rail_sock *c) {
+int rail_chan_read(struct rail_sock *c) {
   struct rail_chan *ch = &c->chan;
   struct rail_stream *s;
   size_t room;
@@ -379,7 +379,7 @@ size_t rail_chan_read(struct rail_sock *c) {
   n = rail_chan_recv(s, ch->stage + ch->stage_len, room);
   if (n <= 0) return 0;
   ch->stage_len += (size_t)n;
-  return (size_t)n;
+  return (size_t)n == room ? RAIL_CHAN_READ_MORE : RAIL_CHAN_READ_ALL;
 }
 
 /* A record already acted on, behind one that waits: its type byte in the

@@ -74,8 +74,12 @@ void rail_chan_flush(struct rail_sock *c);
  * waits). For closing. */
 void rail_chan_flush_wait(struct rail_sock *c, int timeout_ms);
 /* Reads what has arrived into the stage (and notices the peer moving the
- * channel to another rail). Never blocks. Returns the bytes staged. */
-size_t rail_chan_read(struct rail_sock *c);
+ * channel to another rail). Never blocks. Returns 0 when nothing was read,
+ * RAIL_CHAN_READ_MORE when the read filled the stage's room (the socket may
+ * hold more), RAIL_CHAN_READ_ALL when it took everything there was. */
+#define RAIL_CHAN_READ_MORE 1
+#define RAIL_CHAN_READ_ALL 2
+int rail_chan_read(struct rail_sock *c);
 /* Walking the stage: records are taken in order, except that records
  * behind a message waiting for its receive may be taken past it (they
  * are never inline messages, which wait in order too). rail_chan_at gives

@@ -162,10 +162,13 @@ void rail_progress_run(struct rail_sock *c) {
   __atomic_store_n(&c->last_progress_ns, now, __ATOMIC_RELAXED);
   c->progress_polls++;
   rail_chan_flush(c);
+  /* A read that took everything there was ends it: one recv per progress
+   * while records trickle in, which on few cores is what the data threads
+   * lose least to. */
   for (int i = 0; i < RAIL_PROGRESS_READS && !c->error; i++) {
-    size_t n = rail_chan_read(c);
+    int got = rail_chan_read(c);
     rail_progress_records(c);
-    if (n == 0) break;
+    if (got != RAIL_CHAN_READ_MORE) break;
   }
   rail_progress_inline_done(c);
   if (!c->error) rail_progress_liveness(c, now);

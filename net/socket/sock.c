@@ -271,8 +271,11 @@ destroy:
   return rc;
 }
 
-/* A send comm's last records reach the peer's kernel before its sockets
- * go: written, then acknowledged by TCP, within RAIL_NET_CLOSE_DRAIN_MS. */
+/* A comm's last records reach the peer's kernel before its sockets go:
+ * written, then acknowledged by TCP, within RAIL_NET_CLOSE_DRAIN_MS. A
+ * send comm's are the messages it completed; a recv comm's the DONE of
+ * its last receives, without which the sender would fail a send that
+ * arrived. */
 static void rail_sock_drain(struct rail_sock *c) {
   uint64_t deadline = rail_now_ns() + RAIL_NET_CLOSE_DRAIN_MS * 1000000ull;
 
@@ -304,7 +307,7 @@ static void rail_sock_close_ctl(int fd) {
 void rail_sock_destroy(struct rail_sock *c) {
   rail_watch_remove(c);
   pthread_mutex_lock(&c->mu);
-  if (c->is_send && !c->error) rail_sock_drain(c);
+  if (!c->error) rail_sock_drain(c);
   c->closing = 1;
   rail_sock_shutdown_data(c);
   pthread_cond_broadcast(&c->work);

@@ -20,9 +20,10 @@
  * rail. Failures are only ever decided by the connection's progress, after
  * it has taken every record that came before them (progress.h).
  *
- * Closing drains: a send comm's records all reach the peer's kernel (at
- * most RAIL_NET_CLOSE_DRAIN_MS) before its sockets close, and the sockets
- * close without a reset, so every message a send completed is delivered.
+ * Closing drains: a comm's records all reach the peer's kernel (at most
+ * RAIL_NET_CLOSE_DRAIN_MS) before its sockets close, and the sockets close
+ * without a reset, so every message a send completed is delivered, and
+ * every DONE of a receive that completed reaches its sender.
  *
  * Locking: everything is guarded by `mu`, except a request's `done`
  * (atomic) and the stream fds (fixed after setup). Data threads take the
@@ -114,7 +115,7 @@ struct rail_sock {
 /* start(): takes the fds in links whatever it returns. */
 int rail_sock_create(int is_send, const struct rail_link_setup *links, int nlinks, const char *peer,
                      struct rail_sock **out);
-/* close(): drains a send comm, joins the threads, frees. */
+/* close(): drains, joins the threads, frees. */
 void rail_sock_destroy(struct rail_sock *c);
 void rail_sock_lock_thread(struct rail_sock *c);
 
