@@ -853,6 +853,84 @@ TEST(test_two_rails_small) {
   nt_close(&p);
 }
 
+/* Net v12's eight NICs in one device: a connection stripes over all eight
+ * rails, every rail carries its share, and the grouped receives and
+ * failover work there too. */
+TEST(test_eight_rails) {
+  struct rail_net_stats ss, rs;
+  struct rail_net_props props;
+  struct nt_pair p;
+  int dev;
+
+  nt_setup();
+  nt_env("NCCL_RAIL_NSTREAMS", "1");
+  nt_env("NCCL_RAIL_ADAPT", "0");
+  dev = nt_lo_device(8, NULL);
+  CHECK(dev >= 0);
+  CHECK_EQ_INT(rail_net_get_props(dev, &props), 0);
+  CHECK_EQ_INT(props.ndevs, 8);
+  CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
+  CHECK_EQ_INT(nt_stream_messages(&p, 16, 8 << 20, 4), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.sc, &ss), 0);
+  CHECK_EQ_INT(rail_net_comm_stats(p.rc, &rs), 0);
+  CHECK_EQ_INT(ss.nrails, 8);
+  for (int r = 0; r < 8; r++) {
+    CHECK(ss.rail_bytes[r] > (8ull << 20)); /* an eighth of 128 MiB is 16 MiB */
+    CHECK_EQ_INT(ss.rail_bytes[r], rs.rail_bytes[r]);
+  }
+  CHECK_EQ_INT(rail_net_comm_rail_down(p.sc, 7), 0);
+  CHECK_EQ_INT(rail_net_comm_rail_down(p.sc, 0), 0);
+  CHECK_EQ_INT(nt_stream_messages(&p, 8, 8 << 20, 4), 0);
+  CHECK_EQ_INT(nt_roundtrip(&p, 100, 3, 10), 0);
+  nt_close(&p);
+  nt_env("NCCL_RAIL_ADAPT", NULL);
+  nt_env("NCCL_RAIL_NSTREAMS", "2");
+}
+
+/* A handle names eight IPv4 rails but only four IPv6 ones: a listener with
+ * more IPv6 rails offers the first four, and a connector with five rails
+ * shares them. */
+TEST(test_ipv6_rails_past_the_handle) {
+  struct rail_iface r6[5];
+  struct rail_wire_handle h;
+  struct nt_pair p;
+  int dev = -1, probe = socket(AF_INET6, SOCK_STREAM, 0);
+
+  nt_setup();
+  if (probe < 0) TEST_SKIP("no IPv6 here");
+  {
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int bound = bind(probe, (struct sockaddr *)&a, sizeof(a));
+    close(probe);
+    if (bound != 0) TEST_SKIP("no IPv6 loopback here");
+  }
+  memset(r6, 0, sizeof(r6));
+  for (int r = 0; r < 5; r++) {
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&r6[r].addr;
+    snprintf(r6[r].name, sizeof(r6[r].name), "lo");
+    in6->sin6_family = AF_INET6;
+    in6->sin6_addr = in6addr_loopback;
+    r6[r].prefix_len = 128;
+    r6[r].speed_mbps = 100000;
+    r6[r].numa = r6[r].numa_os = -1;
+    r6[r].tier = RAIL_IFACE_TIER_LOOP;
+  }
+  CHECK_EQ_INT(rail_net_add_device(r6, 5, &dev), 0);
+  memset(&p, 0, sizeof(p));
+  CHECK_EQ_INT(rail_net_listen(dev, p.handle, &p.lc), 0);
+  CHECK_EQ_INT(rail_wire_handle_decode(p.handle, sizeof(p.handle), &h), 0);
+  CHECK_EQ_INT(h.nrails, 4);
+  rail_net_close_listen(p.lc);
+  CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
+  CHECK_EQ_INT(nt_roundtrip(&p, 3 << 20, 6, 10), 0);
+  {
+    struct rail_net_stats ss;
+    CHECK_EQ_INT(rail_net_comm_stats(p.sc, &ss), 0);
+    CHECK_EQ_INT(ss.nrails, 5);
+  }
+  nt_close(&p);
+}
+
 /* ---- closing in every state ------------------------------------------------------------------ */
 
 /* A handle from another protocol version (a node on another nccl-rail
@@ -1196,6 +1274,7 @@ RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live, test_s
                test_addr_helpers, test_devices_fused, test_common_pci, test_rail_matching,
                test_props, test_reg_mr, test_sizes, test_in_flight, test_progress_per_pass,
                test_receiver_drives, test_irecv_group, test_truncation, test_two_rails_stripe,
-               test_two_rails_adapt, test_two_rails_small, test_version_mismatch, test_close_states,
+               test_two_rails_adapt, test_two_rails_small, test_eight_rails,
+               test_ipv6_rails_past_the_handle, test_version_mismatch, test_close_states,
                test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nap_wakes,
                test_nstreams, test_make_vdevice)
