@@ -26,13 +26,15 @@
 /* ---- the plan both sides run ---------------------------------------------- */
 
 #define CHAOS_MSGS 240
-#define CHAOS_WINDOW 8
+#define CHAOS_WINDOW 32 /* NCCL_NET_MAX_REQUESTS */
 #define CHAOS_BEFORE 40 /* messages done before the peer is stopped */
 
-/* Small messages (which travel eagerly) and large ones (which wait for their
- * receive), mixed, so that both kinds are queued when the peer stops. */
+/* Mostly small messages (which travel eagerly: a window of them is more
+ * than a stopped receiver's kernel takes in) and some large ones (which
+ * wait for their receive), so that both kinds are queued when the peer
+ * stops. */
 static void chaos_plan(uint64_t seed, struct harness_plan *p) {
-  static const size_t sizes[] = {100, 16384, 8, 700 << 10, 4096, 3 << 20, 0, 12000};
+  static const size_t sizes[] = {16384, 16384, 16384, 100, 16384, 3 << 20, 16384, 12000};
   uint64_t s = seed;
 
   memset(p, 0, sizeof(*p));
