@@ -2,7 +2,6 @@
 #include "net/socket/chan.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,27 +174,6 @@ void rail_chan_flush(struct rail_sock *c) {
       w -= (ssize_t)p;
     }
     ch->sent += (uint64_t)w;
-  }
-}
-
-void rail_chan_flush_wait(struct rail_sock *c, int timeout_ms) {
-  struct rail_chan *ch = &c->chan;
-  uint64_t deadline = rail_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-
-  for (;;) {
-    struct rail_stream *s;
-    struct pollfd p;
-
-    rail_chan_flush(c);
-    s = rail_chan_stream(c);
-    if ((ch->sent >= ch->head && ch->pre_off >= ch->pre_len) || s == NULL ||
-        rail_now_ns() > deadline)
-      return;
-    p.fd = s->fd;
-    p.events = POLLOUT;
-    pthread_mutex_unlock(&c->mu);
-    poll(&p, 1, 10);
-    rail_sock_lock_thread(c);
   }
 }
 

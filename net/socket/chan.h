@@ -70,9 +70,6 @@ int rail_chan_append(struct rail_sock *c, struct rail_wire_rec *rec, const void 
                      size_t plen, uint64_t *end);
 /* Writes what the socket takes now. */
 void rail_chan_flush(struct rail_sock *c);
-/* Flushes, waiting up to timeout_ms for the socket (drops the lock while it
- * waits). For closing. */
-void rail_chan_flush_wait(struct rail_sock *c, int timeout_ms);
 /* Reads what has arrived into the stage (and notices the peer moving the
  * channel to another rail). Never blocks. Returns 0 when nothing was read,
  * RAIL_CHAN_READ_MORE when the read filled the stage's room (the socket may

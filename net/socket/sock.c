@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "net/socket/nap.h"
+#include "net/socket/progress.h"
 #include "net/socket/watch.h"
 
 extern const struct rail_transport rail_transport_socket;
@@ -275,16 +276,24 @@ destroy:
  * written, then acknowledged by TCP, within RAIL_NET_CLOSE_DRAIN_MS. A
  * send comm's are the messages it completed; a recv comm's the DONE of
  * its last receives, without which the sender would fail a send that
- * arrived. */
+ * arrived. The progress runs meanwhile, so that a rail that went down
+ * under the channel is left for another, where the records are written
+ * again; otherwise the peer could see the other rails close before they
+ * came, and fail. */
 static void rail_sock_drain(struct rail_sock *c) {
   uint64_t deadline = rail_now_ns() + RAIL_NET_CLOSE_DRAIN_MS * 1000000ull;
 
-  rail_chan_flush_wait(c, RAIL_NET_CLOSE_DRAIN_MS);
-  while (rail_now_ns() < deadline) {
-    struct rail_stream *s = &c->rails[c->chan.cur].ctl;
-    int unacked = 0;
+  for (;;) {
+    struct rail_stream *s;
+    int unacked = 1;
 
-    if (s->dead || s->failed || ioctl(s->fd, TIOCOUTQ, &unacked) != 0 || unacked == 0) break;
+    rail_progress_run(c);
+    if (c->error) return;
+    s = &c->rails[c->chan.cur].ctl;
+    if (c->chan.sent >= c->chan.head && c->chan.pre_off >= c->chan.pre_len && !s->dead &&
+        !s->failed && ioctl(s->fd, TIOCOUTQ, &unacked) == 0 && unacked == 0)
+      return;
+    if (rail_now_ns() > deadline) return;
     pthread_mutex_unlock(&c->mu);
     usleep(1000);
     rail_sock_lock_thread(c);

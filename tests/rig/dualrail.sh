@@ -856,6 +856,10 @@ cmd_run_soak() {
       "${summary#rig_xfer: }"
     return 0
   fi
+  for side in a b; do
+    log "node $side's last words:"
+    grep -v 'NCCL INFO' "$rig_tmp/soak.$side.err" | tail -n 15 | sed "s/^/  $side: /" >&2 || true
+  done
   if ((rca == 3 || rcb == 3)); then
     echo "FAIL soak: data corrupted (exit $rca / $rcb) after $flaps flaps"
   elif ((rca == 4 || rcb == 4)); then
