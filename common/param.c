@@ -180,6 +180,21 @@ const char *rail_param_str(enum rail_param p) {
   return rail_param_vals[p].s;
 }
 
+void rail_param_describe(enum rail_param p, struct rail_param_info *out) {
+  const struct rail_param_def *d = &rail_param_defs[p];
+  const struct rail_param_val *v = &rail_param_vals[p];
+
+  pthread_once(&rail_param_once, rail_param_load);
+  out->name = d->name;
+  out->value = v->s;
+  out->def = d->def;
+  out->help = d->help;
+  out->is_int = d->type == RAIL_PARAM_T_INT;
+  out->from_env = v->from_env;
+  out->min = d->min;
+  out->max = d->max;
+}
+
 void rail_param_reload(void) {
   pthread_once(&rail_param_once, rail_param_load);
   rail_param_load();

@@ -39,6 +39,16 @@ void rail_param_reload(void);
 /* Prints every tunable with its current value, default and help. */
 void rail_param_print(FILE *out);
 
+/* One tunable as `nccl-rail env --json` reports it. The strings are the
+ * table's and the environment's, valid for the life of the process. */
+struct rail_param_info {
+  const char *name, *value, *def, *help;
+  int is_int;         /* 1: an integer (value is also parsed), 0: a string */
+  int from_env;       /* 1: value came from the environment and was accepted */
+  long long min, max; /* bounds of an integer */
+};
+void rail_param_describe(enum rail_param p, struct rail_param_info *out);
+
 /* A byte size as users write it, the one syntax shared by the integer
  * NCCL_RAIL_* variables, the tuner's rule byte ranges and nccl-rail bench's
  * --min-bytes/--max-bytes:
