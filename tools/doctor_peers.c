@@ -8,11 +8,13 @@
  *
  *   1. an out-of-band TCP connection to HOST:PORT; both sides send a hello
  *      (their interfaces in use, their bootstrap interface by NCCL's rules);
- *   2. probes: a TCP connect from every local interface (pinned to it with
- *      SO_BINDTODEVICE where allowed, bound to its address always) to every
- *      remote interface's address, and between the two bootstrap addresses
- *      in both directions: which local NIC reaches which remote one, and
- *      whether NCCL's bootstrap can connect either way;
+ *   2. probes: a TCP connect from every local interface's address to every
+ *      remote interface's address (bound to the source address, as the
+ *      plugin's own connections are, so the kernel's routes decide the path
+ *      as they will for the job), each paired with the route it takes, and
+ *      between the two bootstrap addresses in both directions: a local NIC
+ *      reaches a remote one when the connection succeeds and leaves through
+ *      that NIC; and whether NCCL's bootstrap can connect either way;
  *   3. per matched rail (a local interface and the remote one it reaches,
  *      the same subnet preferred), both sides fork a process that brings the
  *      plugin up on that interface alone (NCCL_RAIL_IFNAMES==NAME), connects
@@ -45,6 +47,7 @@
 #include "tools/doctor.h"
 #include "tools/netdrive.h"
 #include "tools/oob.h"
+#include "tools/route.h"
 
 /* The plugin's own v11 table, linked in from the static library. */
 extern const ncclNet_v11_t ncclNetPlugin_v11;
@@ -96,14 +99,14 @@ struct peers_one {
   char err[160];
   struct peers_hello remote;
   int boot_out, boot_in; /* probe results (0 or -errno) between bootstrap addresses */
-  int reach[PEERS_MAX_IFS][PEERS_MAX_IFS]; /* local i -> remote j: 0 or -errno */
-  int match[PEERS_MAX_IFS];                /* remote index for local i, -1 none */
+  int reach[PEERS_MAX_IFS][PEERS_MAX_IFS];             /* local i -> remote j: 0 or -errno */
+  char via[PEERS_MAX_IFS][PEERS_MAX_IFS][IF_NAMESIZE]; /* the interface it leaves through */
+  int match[PEERS_MAX_IFS];                            /* remote index for local i, -1 none */
   struct peers_rail rail[PEERS_MAX_IFS];
 };
 
 struct rail_doctor_peers {
   struct peers_hello local;
-  int pinned; /* probes pinned to their interface (SO_BINDTODEVICE allowed) */
   int n;
   struct peers_one p[RAIL_DOCTOR_MAX_PEERS];
 };
@@ -183,8 +186,7 @@ static int peers_hello_swap(int oob, const struct peers_hello *mine, struct peer
 struct peers_probe {
   const char *dst;
   struct sockaddr_storage src;
-  const char *dev; /* NULL: not pinned */
-  int *rc;         /* where the result goes */
+  int *rc; /* where the result goes */
   int fd;
 };
 
@@ -202,9 +204,7 @@ static int peers_probe_start(struct peers_probe *p, int port) {
     ((struct sockaddr_in6 *)&dst)->sin6_port = htons((uint16_t)port);
   fd = socket(dst.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
-  if ((p->dev != NULL &&
-       setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, p->dev, (socklen_t)strlen(p->dev)) != 0) ||
-      bind(fd, (struct sockaddr *)&p->src, len) != 0 ||
+  if (bind(fd, (struct sockaddr *)&p->src, len) != 0 ||
       (connect(fd, (struct sockaddr *)&dst, len) != 0 && errno != EINPROGRESS)) {
     int e = -errno;
     close(fd);
@@ -283,7 +283,6 @@ static void peers_probe_peer(struct rail_doctor_peers *P, struct peers_one *o) {
       memset(p, 0, sizeof(*p));
       p->dst = R->ifs[j].addr;
       peers_addr_parse(L->ifs[i].addr, &p->src);
-      p->dev = P->pinned ? L->ifs[i].name : NULL;
       p->rc = &o->reach[i][j];
     }
   o->boot_out = -ENODEV;
@@ -295,6 +294,16 @@ static void peers_probe_peer(struct rail_doctor_peers *P, struct peers_one *o) {
     p->rc = &o->boot_out;
   }
   peers_probe_run(pr, n, R->probe_port);
+  for (int i = 0; i < L->nifs; i++)
+    for (int j = 0; j < R->nifs; j++) {
+      struct sockaddr_storage src, dst;
+      struct rail_route rt;
+      o->via[i][j][0] = '\0';
+      if (o->reach[i][j] != 0 || peers_addr_parse(L->ifs[i].addr, &src) != 0 ||
+          peers_addr_parse(R->ifs[j].addr, &dst) != 0 || rail_route_get(&dst, &src, &rt) != 0)
+        continue;
+      snprintf(o->via[i][j], IF_NAMESIZE, "%s", rt.oif);
+    }
 }
 
 /* The server's one probe: its bootstrap address to the client's. */
@@ -311,15 +320,15 @@ static int peers_probe_back(const struct peers_hello *mine, const struct peers_h
   return rc;
 }
 
-/* Local interface i's rail on the peer: a reached interface on its own
- * subnet first, else the first it reached. */
+/* Local interface i's rail on the peer: a remote interface it reaches
+ * through itself (not routed out of another NIC), on its own subnet first. */
 static void peers_match(const struct rail_doctor_peers *P, struct peers_one *o) {
   for (int i = 0; i < P->local.nifs; i++) {
     struct sockaddr_storage a, b;
     o->match[i] = -1;
     peers_addr_parse(P->local.ifs[i].addr, &a);
     for (int j = 0; j < o->remote.nifs; j++) {
-      if (o->reach[i][j] != 0) continue;
+      if (o->reach[i][j] != 0 || strcmp(o->via[i][j], P->local.ifs[i].name) != 0) continue;
       peers_addr_parse(o->remote.ifs[j].addr, &b);
       if (o->match[i] < 0 || rail_ifaces_same_subnet(&a, P->local.ifs[i].prefix_len, &b))
         o->match[i] = j;
@@ -529,6 +538,12 @@ static void peers_check_one(struct rail_doctor *d, struct rail_doctor_peers *P, 
 
 /* ---- findings --------------------------------------------------------------- */
 
+/* A probe's failure in words; a blackhole or prohibit route makes connect()
+ * fail with EINVAL, which strerror would call an invalid argument. */
+static const char *peers_err(int rc) {
+  return rc == -EINVAL ? "no route (blackhole or prohibit)" : strerror(-rc);
+}
+
 static void peers_report_boot(struct rail_doctor *d, const struct rail_doctor_peers *P,
                               const struct peers_one *o) {
   const struct peers_hello *L = &P->local, *R = &o->remote;
@@ -548,8 +563,8 @@ static void peers_report_boot(struct rail_doctor *d, const struct rail_doctor_pe
                   o->host, o->boot_out ? "cannot reach the peer" : "",
                   o->boot_out && o->boot_in ? ", and " : "",
                   o->boot_in ? "the peer cannot reach this node" : "", L->boot_if, L->boot_addr,
-                  R->boot_if, R->boot_addr, o->boot_out ? strerror(-o->boot_out) : "ok",
-                  o->boot_in ? strerror(-o->boot_in) : "ok");
+                  R->boot_if, R->boot_addr, o->boot_out ? peers_err(o->boot_out) : "ok",
+                  o->boot_in ? peers_err(o->boot_in) : "ok");
 }
 
 static void peers_report_rail(struct rail_doctor *d, const struct rail_doctor_peers *P,
@@ -587,10 +602,16 @@ static void peers_report_unreached(struct rail_doctor *d, const struct rail_doct
   size_t off = 0;
   char fix[160];
 
-  for (int j = 0; j < o->remote.nifs && off < sizeof(why); j++)
-    off +=
-        (size_t)snprintf(why + off, sizeof(why) - off, "%s%s %s: %s", j ? "; " : "",
-                         o->remote.ifs[j].name, o->remote.ifs[j].addr, strerror(-o->reach[i][j]));
+  for (int j = 0; j < o->remote.nifs && off < sizeof(why); j++) {
+    if (o->reach[i][j] == 0)
+      off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s %s: only through %s",
+                              j ? "; " : "", o->remote.ifs[j].name, o->remote.ifs[j].addr,
+                              o->via[i][j][0] ? o->via[i][j] : "another interface");
+    else
+      off +=
+          (size_t)snprintf(why + off, sizeof(why) - off, "%s%s %s: %s", j ? "; " : "",
+                           o->remote.ifs[j].name, o->remote.ifs[j].addr, strerror(-o->reach[i][j]));
+  }
   snprintf(fix, sizeof(fix),
            "check %s's cable, switch port, VLAN and routes; until then NCCL_RAIL_IFNAMES=^%s "
            "keeps jobs off it",
@@ -639,19 +660,6 @@ void rail_doctor_check_peers(struct rail_doctor *d) {
   if (P == NULL) return;
   d->peer_results = P;
   peers_hello_fill(d, &P->local);
-  /* Pinning a probe to its NIC needs CAP_NET_RAW; without it a probe is
-   * bound to the NIC's address, and the kernel's routes pick the NIC. */
-  {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    P->pinned = fd >= 0 && P->local.nifs > 0 &&
-                setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, P->local.ifs[0].name,
-                           (socklen_t)strlen(P->local.ifs[0].name)) == 0;
-    if (fd >= 0) close(fd);
-  }
-  if (!P->pinned)
-    rail_doctor_say(d, RAIL_DOCTOR_WARN, "peer", "run doctor as root for a per-NIC check",
-                    "probes are bound to each interface's address but not pinned to the NIC "
-                    "(SO_BINDTODEVICE needs root): the routing table picks the NIC");
   for (int k = 0; k < d->npeers; k++) {
     peers_check_one(d, P, d->peers[k]);
     peers_report(d, P, &P->p[P->n - 1]);
