@@ -273,7 +273,7 @@ void rail_doctor_check_runtime(struct rail_doctor *d) {
       rail_doctor_say(d, RAIL_DOCTOR_OK, "verbs", NULL, "libibverbs.so.1 => %s", path);
     else
       rail_doctor_say(d, rdma ? RAIL_DOCTOR_WARN : RAIL_DOCTOR_OK, "verbs",
-                      rdma ? "install a libibverbs of rdma-core 28 or later (Debian: libibverbs1)"
+                      rdma ? "install the distribution's current libibverbs (Debian: libibverbs1)"
                            : NULL,
                       "libibverbs.so.1 => %s lacks calls the plugin needs (NCCL_DEBUG=INFO says "
                       "which): the data goes over TCP",
