@@ -475,10 +475,15 @@ TEST(hwloc_plain_pcie_host_three_nvidia_gpus) {
    * on the other socket. */
   CHECK_EQ_INT(t->path[gpu_by_bus(t, "0000:83:00.0")][e0], RAIL_PATH_PHB);
   CHECK_EQ_INT(t->path[gpu_by_bus(t, "0000:03:00.0")][e0], RAIL_PATH_SYS);
-  /* Ethernet ports fuse; the IB HCA is a rail of its own. */
-  CHECK_EQ_INT(t->nics[e0].group, t->nics[e1].group);
-  CHECK(t->nics[ib].group != t->nics[e0].group);
-  CHECK_EQ_INT(t->ngroups, 2);
+  /* The IB HCA is the rail; the Intel ports beside it carry no RDMA, so
+   * NCCL (and the plugin) would not use them: not rails, not fused. */
+  CHECK_EQ_INT(t->nics[ib].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[ib].fabric, RAIL_FABRIC_IB);
+  CHECK_EQ_INT(t->nics[e0].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_INT(t->nics[e1].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_STR(t->nics[e0].role_note, "no RDMA, beside the RDMA NIC ib0");
+  CHECK(t->nics[e0].group != t->nics[e1].group);
+  CHECK_EQ_INT(t->ngroups, 3);
   check_fixture_golden(t, "hwloc-2numa-3gpu-2nic.xml");
 free_topo:
   rail_topo_free(t);
@@ -571,8 +576,14 @@ TEST(slow_nic_is_flagged_and_not_fused) {
   CHECK_EQ_INT(t->nics[nic_by_name(t, "mlx5_0")].group, t->nics[nic_by_name(t, "mlx5_2")].group);
   CHECK(t->nics[slow].group != t->nics[nic_by_name(t, "mlx5_0")].group);
   CHECK_EQ_INT(t->groups[t->nics[nic_by_name(t, "mlx5_0")].group].speed_mbps, 400000);
+  /* Slower than the NICs beside the same GPU: not a rail at all. */
+  CHECK_EQ_INT(t->nics[slow].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_INT(rail_topo_group_used(t, t->nics[slow].group), 0);
   text = print_text(t);
-  CHECK(strstr(text, "NIC mlx5_1 (100G): 100G, slower than its rail peers (200G); not fused") !=
+  CHECK(
+      strstr(text, "NIC mlx5_1 (100G): 100G, slower than mlx5_0 (200G) beside GPU0; not a rail") !=
+      NULL);
+  CHECK(strstr(text, "not used: storage/front-end (100G, slower than mlx5_0 (200G) beside GPU0)") !=
         NULL);
   free(text);
   check_fixture_golden(t, "crafted-mixed-speed.xml");
@@ -666,20 +677,41 @@ TEST(sysfs_tree_nics_speeds_states_and_mappings) {
   CHECK_EQ_INT(t->path[0][ib0], RAIL_PATH_PIX);
   CHECK_EQ_INT(t->path[1][ib0], RAIL_PATH_SYS);
   CHECK_EQ_INT(t->path[1][eth2], RAIL_PATH_PHB);
-  /* Groups: the slow, the down and the verbs-only NIC each alone; the two
-   * veths together; nothing mixed. */
+  /* Fabrics: by link layer, and EFA by its PCI vendor. */
+  CHECK_EQ_INT(t->nics[ib0].fabric, RAIL_FABRIC_IB);
+  CHECK_EQ_INT(t->nics[eth2].fabric, RAIL_FABRIC_ROCE);
+  CHECK_EQ_INT(t->nics[efa].fabric, RAIL_FABRIC_EFA);
+  CHECK_EQ_INT(t->nics[v0].fabric, RAIL_FABRIC_ROCE);
+  CHECK_EQ_INT(t->nics[v1].fabric, RAIL_FABRIC_TCP);
+  /* Roles: GPU0 is served by ib0 (ib1 beside it is slower), GPU1 by eth2
+   * and efa0; the down and the virtual NICs are not rails. */
+  CHECK_EQ_INT(t->nics[ib0].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[ib1].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_INT(t->nics[eth2].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[efa].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[eth3].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_STR(t->nics[eth3].role_note, "link down");
+  CHECK_EQ_INT(t->nics[v0].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_STR(t->nics[v0].role_note, "virtual interface beside physical NICs");
+  /* Rail ids follow the GPUs: GPU0's NIC is rail 0, GPU1's are rail 1. */
+  CHECK_EQ_INT(t->nics[ib0].rail_id, 0);
+  CHECK_EQ_INT(t->nics[eth2].rail_id, 1);
+  CHECK_EQ_INT(t->nics[efa].rail_id, 1);
+  CHECK_EQ_INT(t->nics[ib1].rail_id, -1);
+  CHECK_EQ_INT(t->nics[ib0].plane_id, -1);
+  /* Groups: every NIC alone (no two share GPUs, kind and role); nothing mixed. */
   CHECK(t->nics[ib0].group != t->nics[ib1].group);
   CHECK_EQ_INT(t->groups[t->nics[ib0].group].nnics, 1);
   CHECK_EQ_INT(t->groups[t->nics[eth3].group].nnics, 1);
   CHECK_EQ_INT(t->groups[t->nics[efa].group].nnics, 1);
-  CHECK_EQ_INT(t->nics[v0].group, t->nics[v1].group);
+  CHECK(t->nics[v0].group != t->nics[v1].group);
   CHECK(t->nics[dock].group != t->nics[v0].group);
-  CHECK_EQ_INT(t->ngroups, 7);
-  /* Used by the plugin: up, physical: ib0, ib1, eth2, efa0. */
+  CHECK_EQ_INT(t->ngroups, 8);
+  /* Used by the plugin: the compute rails ib0, eth2, efa0. */
   {
     struct rail_topo_fp fp;
     rail_topo_fingerprint(t, &fp);
-    CHECK_EQ_INT(fp.ngroups, 4);
+    CHECK_EQ_INT(fp.ngroups, 3);
     CHECK_EQ_INT(fp.ngpus, 2);
   }
   text = print_text(t);
@@ -715,7 +747,7 @@ TEST(sysfs_veth_rig_fuses_v0_and_v1) {
   CHECK(rail_topo_find_netdev(t, "lo") == NULL);
   text = print_text(t);
   CHECK(strstr(text, "no GPUs found") != NULL);
-  CHECK(strstr(text, "rail 0: v0+v1  2x10G") != NULL);
+  CHECK(strstr(text, "group 0: v0+v1  2x10G") != NULL);
   snprintf(golden, sizeof(golden), "%s/tests/fixtures/sysfs/veth-rig.txt", src_dir());
   check_golden(golden, text);
   free(text);
@@ -878,7 +910,12 @@ TEST(masks_to_cpulists) {
   CHECK_EQ_INT(rail_topo_mask_to_list("0x00000001,0x00000000", buf, sizeof(buf)), 0);
   CHECK_EQ_STR(buf, "32");
   CHECK_EQ_INT(rail_topo_mask_to_list("ffffffffff", buf, sizeof(buf)), -EINVAL);
-  CHECK_EQ_INT(rail_topo_mask_to_list("0000,,ffff", buf, sizeof(buf)), -EINVAL);
+  /* hwloc writes an all-zero word as nothing (hwloc-calc reads it so). */
+  CHECK_EQ_INT(rail_topo_mask_to_list("0x00000303,0x03030000,,0x0", buf, sizeof(buf)), 0);
+  CHECK_EQ_STR(buf, "80-81,88-89,96-97,104-105");
+  CHECK_EQ_INT(rail_topo_mask_to_list("0000,,ffff", buf, sizeof(buf)), 0);
+  CHECK_EQ_STR(buf, "0-15");
+  CHECK_EQ_INT(rail_topo_mask_to_list(",", buf, sizeof(buf)), -EINVAL);
   CHECK_EQ_INT(rail_topo_mask_to_list("00000000", buf, sizeof(buf)), -EINVAL);
   CHECK_EQ_INT(rail_topo_mask_to_list("zz", buf, sizeof(buf)), -EINVAL);
 }
@@ -1175,7 +1212,10 @@ TEST(json_output_has_the_same_content) {
   CHECK(strstr(buf, "\"nics\": [\"mlx5_0\", \"mlx5_2\"]") != NULL);
   CHECK(strstr(buf, "\"slow\": true") != NULL);
   CHECK(strstr(buf, "\"paths\": [\n    [\"PIX\", \"PIX\", \"PIX\"]") != NULL);
-  CHECK(strstr(buf, "slower than its rail peers") != NULL);
+  CHECK(strstr(buf, "slower than mlx5_0 (200G) beside GPU0") != NULL);
+  CHECK(strstr(buf, "\"schema\": 1") != NULL);
+  CHECK(strstr(buf, "\"role\": \"other\"") != NULL);
+  CHECK(strstr(buf, "\"fabric\": \"ib\"") != NULL);
   free(buf);
   rail_topo_free(t);
 }
