@@ -200,7 +200,9 @@ static int add_gpu(struct nccl_ctx *c, const struct rail_xml_node *pcinode,
     if (cls == 0x0680 || strncmp(tgt, "fffffff:", 8) == 0) {
       rail_topo_add_nvswitch(c->topo, tgt);
       c->topo->nvlink = 1;
-    } else if (cls == 0 || rail_topo_class_is_gpu(cls, -1)) {
+    } else if (cls == 0 || cls == 0x0302 || cls == 0x0300) {
+      /* A GPU (3D or, for workstation boards, VGA class): NCCL writes the
+       * target's class as it reads it. */
       c->topo->nvlink = 1;
     }
   }
