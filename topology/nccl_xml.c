@@ -89,7 +89,10 @@ static void note_full(struct nccl_ctx *c, const struct rail_xml_node *n, const c
 /* How NCCL listed a <net>. Its IB transport (verbs: InfiniBand and RoCE)
  * writes the port's real GUID; its socket transport, and plugins that
  * number their devices, write the device index (or 0). EFA and Slingshot
- * are known by their PCI vendor, whoever listed them. */
+ * are known by their PCI vendor, whoever listed them, or EFA by its verbs
+ * name: rdma-core's persistent names (kernel-boot/rdma-persistent-naming
+ * .rules) are "ibp..." for InfiniBand, "rocep..." for RoCE and "rdmap..."
+ * for a link layer that is neither, which is EFA's. */
 static void net_fabric(struct rail_topo_nic *nic, const struct rail_xml_node *net,
                        unsigned class_id, int vendor, int device) {
   const char *guid = rail_xml_attr(net, "guid"), *dev = rail_xml_attr(net, "dev");
@@ -98,6 +101,7 @@ static void net_fabric(struct rail_topo_nic *nic, const struct rail_xml_node *ne
   enum rail_fabric pci =
       nic->pci >= 0 ? rail_topo_pci_fabric(class_id, vendor, device) : RAIL_FABRIC_UNKNOWN;
 
+  if (pci == RAIL_FABRIC_UNKNOWN && strncmp(nic->name, "rdmap", 5) == 0) pci = RAIL_FABRIC_EFA;
   if (pci == RAIL_FABRIC_EFA || pci == RAIL_FABRIC_LIBFABRIC) {
     nic->fabric = pci;
     /* EFA's net is its verbs device ("rdmap79s0"); cxi names no netdev. */

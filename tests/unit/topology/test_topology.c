@@ -18,294 +18,12 @@
 #include "tests/unit/test.h"
 #include "topology/topo.h"
 #include "topology/topo_int.h"
-
-/* ---- helpers ---- */
-
-static char logbuf[16384];
-static int nwarn;
-
-static void capture(int level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...) {
-  size_t o = strlen(logbuf);
-  va_list ap;
-  if (level == RAIL_LOG_WARN) nwarn++;
-  if (level > RAIL_LOG_INFO || o + 2 >= sizeof(logbuf)) return;
-  o += (size_t)snprintf(logbuf + o, sizeof(logbuf) - o, "%s ",
-                        level == RAIL_LOG_WARN ? "WARN" : "INFO");
-  va_start(ap, fmt);
-  if (o < sizeof(logbuf)) o += (size_t)vsnprintf(logbuf + o, sizeof(logbuf) - o, fmt, ap);
-  va_end(ap);
-  if (o + 1 < sizeof(logbuf)) strcat(logbuf, "\n");
-}
-
-static void capture_start(void) {
-  logbuf[0] = '\0';
-  nwarn = 0;
-  rail_log_set_logger(capture);
-}
-
-static void capture_stop(void) { rail_log_set_logger(NULL); }
-
-static const char *src_dir(void) {
-  const char *s = getenv("RAIL_SOURCE_DIR");
-  return s != NULL ? s : ".";
-}
-
-/* Loads tests/fixtures/topo/<name> by its bare name, so that the model's
- * source (and the golden output) does not depend on the checkout path. */
-static struct rail_topo *load_fixture(const char *sub, const char *name, int *rc_out) {
-  char dir[PATH_MAX], cwd[PATH_MAX];
-  struct rail_topo *topo = NULL;
-  int rc;
-
-  snprintf(dir, sizeof(dir), "%s/tests/fixtures/topo%s%s", src_dir(), sub[0] ? "/" : "", sub);
-  if (getcwd(cwd, sizeof(cwd)) == NULL || chdir(dir) != 0) {
-    fprintf(stderr, "%s: cannot enter %s\n", rail_test_current, dir);
-    rail_test_failed_checks++;
-    return NULL;
-  }
-  rc = rail_topo_load_file(name, &topo);
-  if (chdir(cwd) != 0) rail_test_failed_checks++;
-  if (rc_out != NULL)
-    *rc_out = rc;
-  else if (rc != 0) {
-    fprintf(stderr, "%s: loading %s failed: %s\n", rail_test_current, name, strerror(-rc));
-    rail_test_failed_checks++;
-  }
-  return rc == 0 ? topo : NULL;
-}
-
-static char *print_text(const struct rail_topo *topo) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  rail_topo_print_text(topo, f);
-  fclose(f);
-  return buf;
-}
-
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "r");
-  char *buf;
-  long n;
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  rewind(f);
-  buf = calloc(1, (size_t)n + 1);
-  if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) buf[0] = '\0';
-  fclose(f);
-  return buf;
-}
-
-/* Compares with the golden file; RAIL_UPDATE_GOLDEN=1 rewrites it instead
- * (then review the diff: the golden files are the expected machines). */
-static void check_golden(const char *golden, const char *actual) {
-  char *want;
-  if (getenv("RAIL_UPDATE_GOLDEN") != NULL) {
-    FILE *f = fopen(golden, "w");
-    if (f != NULL) {
-      fputs(actual, f);
-      fclose(f);
-    }
-    return;
-  }
-  want = read_all(golden);
-  if (want == NULL) {
-    fprintf(stderr, "%s: golden file %s missing\n", rail_test_current, golden);
-    rail_test_failed_checks++;
-    return;
-  }
-  if (strcmp(want, actual) != 0) {
-    const char *a = want, *b = actual;
-    int line = 1;
-    while (*a && *a == *b) {
-      if (*a == '\n') line++;
-      a++, b++;
-    }
-    fprintf(stderr, "%s: output differs from %s at line %d:\n  want: %.*s\n  got:  %.*s\n",
-            rail_test_current, golden, line, (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b);
-    rail_test_failed_checks++;
-  }
-  free(want);
-}
-
-static void check_fixture_golden(const struct rail_topo *topo, const char *name) {
-  char golden[PATH_MAX], *text = print_text(topo);
-  snprintf(golden, sizeof(golden), "%s/tests/fixtures/topo/%.*s.txt", src_dir(),
-           (int)(strlen(name) - 4), name);
-  check_golden(golden, text);
-  free(text);
-}
-
-static int gpu_by_bus(const struct rail_topo *topo, const char *bus) {
-  for (int g = 0; g < topo->ngpus; g++)
-    if (strcmp(topo->gpus[g].bus_id, bus) == 0) return g;
-  return -1;
-}
-
-static int nic_by_bus(const struct rail_topo *topo, const char *bus) {
-  for (int n = 0; n < topo->nnics; n++)
-    if (strcmp(topo->nics[n].bus_id, bus) == 0) return n;
-  return -1;
-}
-
-static int nic_by_name(const struct rail_topo *topo, const char *name) {
-  const struct rail_topo_nic *n = rail_topo_find_netdev(topo, name);
-  return n != NULL ? (int)(n - topo->nics) : -1;
-}
-
-static int numa_os(const struct rail_topo *topo, int numa) {
-  return numa >= 0 ? topo->numa[numa].os_index : -1;
-}
-
-static uint64_t gpu_mask(const struct rail_topo *topo, const char *const *buses) {
-  uint64_t m = 0;
-  for (; *buses != NULL; buses++) {
-    int g = gpu_by_bus(topo, *buses);
-    CHECK(g >= 0);
-    if (g >= 0) m |= 1ULL << g;
-  }
-  return m;
-}
-
-/* A rail as the machine has it: these NICs (bus ids), fused, nearest to
- * these GPUs (bus ids), on this NUMA node, PIX to them. */
-struct want_rail {
-  const char *nics[5];
-  const char *gpus[5];
-  int numa;
-  enum rail_path path;
-};
-
-static void check_rail(const struct rail_topo *topo, const struct want_rail *w) {
-  int first = nic_by_bus(topo, w->nics[0]), k;
-  const struct rail_topo_group *grp;
-
-  CHECK(first >= 0);
-  if (first < 0) return;
-  grp = &topo->groups[topo->nics[first].group];
-  for (k = 0; w->nics[k] != NULL; k++) {
-    int n = nic_by_bus(topo, w->nics[k]);
-    CHECK(n >= 0);
-    if (n < 0) continue;
-    CHECK_EQ_INT(topo->nics[n].group, topo->nics[first].group);
-    for (int g = 0; w->gpus[g] != NULL; g++) {
-      int gi = gpu_by_bus(topo, w->gpus[g]);
-      CHECK(gi >= 0);
-      if (gi >= 0) CHECK_EQ_STR(rail_path_name(topo->path[gi][n]), rail_path_name(w->path));
-    }
-  }
-  CHECK_EQ_INT(grp->nnics, k);
-  CHECK_EQ_INT(grp->gpu_mask, gpu_mask(topo, w->gpus));
-  CHECK_EQ_INT(numa_os(topo, grp->numa), w->numa);
-}
-
-/* ---- fake sysfs trees ---- */
-
-static int mkdirs(const char *path) {
-  char buf[PATH_MAX];
-  snprintf(buf, sizeof(buf), "%s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-static int mkparent(const char *path) {
-  char buf[PATH_MAX], *slash;
-  snprintf(buf, sizeof(buf), "%s", path);
-  slash = strrchr(buf, '/');
-  if (slash == NULL) return 0;
-  *slash = '\0';
-  return mkdirs(buf);
-}
-
-/* Builds a tree from manifest text (tests/fixtures/sysfs/README.md). */
-static int build_tree(const char *root, const char *manifest) {
-  char *copy = strdup(manifest), *save = NULL, *line;
-  int rc = 0;
-  for (line = strtok_r(copy, "\n", &save); line != NULL && rc == 0;
-       line = strtok_r(NULL, "\n", &save)) {
-    char path[PATH_MAX], *sep;
-    const char *value = NULL, *target = NULL;
-    size_t n = strlen(line);
-    int len;
-    if (line[0] == '#' || n == 0) continue;
-    if ((sep = strstr(line, " -> ")) != NULL)
-      target = sep + 4;
-    else if ((sep = strstr(line, " = ")) != NULL)
-      value = sep + 3;
-    else if (line[n - 1] != '/')
-      continue;
-    if (sep != NULL) *sep = '\0';
-    len = snprintf(path, sizeof(path), "%s/%s", root, line);
-    if (len < 0 || (size_t)len >= sizeof(path)) {
-      rc = -1;
-    } else if (target != NULL) {
-      rc = mkparent(path) || symlink(target, path);
-    } else if (value != NULL) {
-      FILE *f;
-      rc = mkparent(path);
-      if (rc == 0 && (f = fopen(path, "w")) != NULL) {
-        fprintf(f, "%s\n", value);
-        fclose(f);
-      } else {
-        rc = -1;
-      }
-    } else {
-      rc = mkdirs(path);
-    }
-    if (rc != 0)
-      fprintf(stderr, "%s: cannot create %s: %s\n", rail_test_current, path, strerror(errno));
-  }
-  free(copy);
-  return rc;
-}
-
-static char tree_root[PATH_MAX];
-
-static const char *make_tree_text(const char *manifest) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(tree_root, sizeof(tree_root), "%s/rail-sysfs-XXXXXX", tmp ? tmp : "/tmp");
-  if (mkdtemp(tree_root) == NULL || build_tree(tree_root, manifest) != 0) {
-    rail_test_failed_checks++;
-    return NULL;
-  }
-  return tree_root;
-}
-
-static const char *make_tree(const char *name) {
-  char path[PATH_MAX], *manifest;
-  const char *root;
-  snprintf(path, sizeof(path), "%s/tests/fixtures/sysfs/%s.tree", src_dir(), name);
-  manifest = read_all(path);
-  if (manifest == NULL) {
-    fprintf(stderr, "%s: cannot read %s\n", rail_test_current, path);
-    rail_test_failed_checks++;
-    return NULL;
-  }
-  root = make_tree_text(manifest);
-  free(manifest);
-  return root;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  return remove(path);
-}
-
-static void remove_tree(void) {
-  if (tree_root[0] != '\0') nftw(tree_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  tree_root[0] = '\0';
-}
+#include "tests/unit/topology/helpers.h"
 
 /* ---- shared fixtures: real machines ---- */
 
 TEST(ndv4_four_rails_of_two_ib_nics) {
-  struct rail_topo *t = load_fixture("", "nccl-azure-ndv4.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-azure-ndv4.xml", NULL);
   /* One PCIe switch per NUMA node, two A100s and two HDR HCAs below it. */
   static const struct want_rail rails[] = {
       {{"0103:00:00.0", "0104:00:00.0"}, {"0003:00:00.0", "0004:00:00.0"}, 0, RAIL_PATH_PIX},
@@ -340,7 +58,7 @@ TEST(ndv4_four_rails_of_two_ib_nics) {
 }
 
 TEST(ndv5_eight_gpu_nic_pairs_one_per_switch) {
-  struct rail_topo *t = load_fixture("", "nccl-azure-ndv5.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
   static const char *const pairs[][2] = {
       {"0101:00:00.0", "0001:00:00.0"}, {"0102:00:00.0", "0002:00:00.0"},
       {"0103:00:00.0", "0003:00:00.0"}, {"0104:00:00.0", "0008:00:00.0"},
@@ -366,7 +84,7 @@ TEST(ndv5_eight_gpu_nic_pairs_one_per_switch) {
 }
 
 TEST(p4d_one_efa_nic_per_two_gpus) {
-  struct rail_topo *t = load_fixture("", "nccl-aws-p4d.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-aws-p4d.xml", NULL);
   static const struct want_rail rails[] = {
       {{"0000:10:1b.0"}, {"0000:10:1c.0", "0000:10:1d.0"}, 0, RAIL_PATH_PIX},
       {{"0000:20:1b.0"}, {"0000:20:1c.0", "0000:20:1d.0"}, 0, RAIL_PATH_PIX},
@@ -387,7 +105,7 @@ TEST(p4d_one_efa_nic_per_two_gpus) {
 }
 
 TEST(p5_four_efa_nics_per_gpu) {
-  struct rail_topo *t = load_fixture("", "nccl-aws-p5.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-aws-p5.xml", NULL);
   struct rail_topo_fp fp;
   char buf[64];
   if (t == NULL) return;
@@ -423,7 +141,7 @@ TEST(p5_four_efa_nics_per_gpu) {
 }
 
 TEST(dgx2_sixteen_gpus_behind_plx_switches) {
-  struct rail_topo *t = load_fixture("", "hwloc-nvidia-dgx2.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "hwloc-nvidia-dgx2.xml", NULL);
   int n0 = 0;
   if (t == NULL) return;
   CHECK_EQ_INT(t->ngpus, 16);
@@ -450,7 +168,7 @@ TEST(dgx2_sixteen_gpus_behind_plx_switches) {
 }
 
 TEST(hwloc_plain_pcie_host_three_nvidia_gpus) {
-  struct rail_topo *t = load_fixture("", "hwloc-2numa-3gpu-2nic.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "hwloc-2numa-3gpu-2nic.xml", NULL);
   int ib, e0, e1;
   if (t == NULL) return;
   /* NVIDIA GPUs only: not the AMD board beside one of them, not the Matrox. */
@@ -492,7 +210,7 @@ free_topo:
 /* ---- crafted machines ---- */
 
 TEST(dual_rail_one_nic_per_socket) {
-  struct rail_topo *t = load_fixture("", "crafted-dual-rail-socket.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-dual-rail-socket.xml", NULL);
   static const struct want_rail rails[] = {
       {{"0000:30:00.0"},
        {"0000:11:00.0", "0000:12:00.0", "0000:21:00.0", "0000:22:00.0"},
@@ -518,7 +236,7 @@ TEST(dual_rail_one_nic_per_socket) {
 }
 
 TEST(pcie_host_without_switches) {
-  struct rail_topo *t = load_fixture("", "crafted-pcie-no-switch.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-pcie-no-switch.xml", NULL);
   struct want_rail w = {
       {"0000:03:00.0", "0000:03:00.1"}, {"0000:01:00.0", "0000:02:00.0"}, 0, RAIL_PATH_PHB};
   char *text;
@@ -536,7 +254,7 @@ TEST(pcie_host_without_switches) {
 }
 
 TEST(vm_virtual_nics_without_pci_path) {
-  struct rail_topo *t = load_fixture("", "crafted-vm-virtual-nics.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-vm-virtual-nics.xml", NULL);
   int e0, e1;
   char *text;
   if (t == NULL) return;
@@ -564,7 +282,7 @@ free_topo:
 }
 
 TEST(slow_nic_is_flagged_and_not_fused) {
-  struct rail_topo *t = load_fixture("", "crafted-mixed-speed.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-mixed-speed.xml", NULL);
   int slow;
   char *text;
   if (t == NULL) return;
@@ -605,7 +323,7 @@ TEST(every_fixture_matches_its_golden_output) {
     size_t len = strlen(e->d_name);
     struct rail_topo *t;
     if (len < 5 || strcmp(e->d_name + len - 4, ".xml") != 0) continue;
-    t = load_fixture("", e->d_name, NULL);
+    t = load_fixture("topo", e->d_name, NULL);
     if (t == NULL) continue;
     check_fixture_golden(t, e->d_name);
     rail_topo_free(t);
@@ -818,7 +536,7 @@ static void check_bad(const char *name, int want_rc, const char *want_msg) {
   int rc = 0;
   struct rail_topo *t;
   capture_start();
-  t = load_fixture("bad", name, &rc);
+  t = load_fixture("topo/bad", name, &rc);
   capture_stop();
   CHECK(t == NULL);
   CHECK_EQ_INT(rc, want_rc);
@@ -844,7 +562,7 @@ TEST(bad_input_gives_clear_errors) {
 }
 
 TEST(unknown_pci_classes_are_ignored) {
-  struct rail_topo *t = load_fixture("bad", "unknown-class.xml", NULL);
+  struct rail_topo *t = load_fixture("topo/bad", "unknown-class.xml", NULL);
   if (t == NULL) return;
   CHECK_EQ_INT(t->ngpus, 1);
   CHECK_EQ_INT(t->nnics, 1);
@@ -1050,7 +768,7 @@ TEST(live_hwloc_walker_agrees_with_the_export_reader) {
   static const char *const files[] = {"hwloc-nvidia-dgx2.xml", "hwloc-2numa-3gpu-2nic.xml"};
   for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
     char src[PATH_MAX], copy[PATH_MAX + 16], *text, *v;
-    struct rail_topo *live = NULL, *file = load_fixture("", files[f], NULL);
+    struct rail_topo *live = NULL, *file = load_fixture("topo", files[f], NULL);
     /* An empty /sys for the NIC reads: this compares the PCI part. */
     const char *root = make_tree_text("sys/class/net/\n");
     FILE *out;
@@ -1117,9 +835,9 @@ TEST(get_falls_back_to_an_empty_model) {
 /* ---- fingerprint ---- */
 
 TEST(fingerprints_tell_machines_apart) {
-  struct rail_topo *a = load_fixture("", "nccl-azure-ndv5.xml", NULL);
-  struct rail_topo *b = load_fixture("", "nccl-azure-ndv5.xml", NULL);
-  struct rail_topo *c = load_fixture("", "nccl-azure-ndv4.xml", NULL);
+  struct rail_topo *a = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
+  struct rail_topo *b = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
+  struct rail_topo *c = load_fixture("topo", "nccl-azure-ndv4.xml", NULL);
   struct rail_topo_fp fa, fb, fc;
   char buf[64];
   if (a == NULL || b == NULL || c == NULL) goto free_topos;
@@ -1167,8 +885,8 @@ TEST(peer_mismatch_is_logged_once_and_remembered) {
   snprintf(file, sizeof(file), "%s/tests/fixtures/topo/nccl-azure-ndv5.xml", src_dir());
   setenv("NCCL_RAIL_TOPO_FILE", file, 1);
   rail_param_reload();
-  peer_same = load_fixture("", "nccl-azure-ndv5.xml", NULL);
-  peer_other = load_fixture("", "nccl-aws-p4d.xml", NULL);
+  peer_same = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
+  peer_other = load_fixture("topo", "nccl-aws-p4d.xml", NULL);
   if (peer_same == NULL || peer_other == NULL) goto free_topos;
   rail_topo_fingerprint(peer_same, &same);
   rail_topo_fingerprint(peer_other, &peer_fp);
@@ -1200,7 +918,7 @@ free_topos:
 }
 
 TEST(json_output_has_the_same_content) {
-  struct rail_topo *t = load_fixture("", "crafted-mixed-speed.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-mixed-speed.xml", NULL);
   char *buf = NULL;
   size_t len = 0;
   FILE *f;
