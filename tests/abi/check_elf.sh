@@ -1,5 +1,6 @@
 #!/bin/sh
-# ELF-level checks of the plugin .so (ctest abi.exports, abi.no_libibverbs).
+# ELF-level checks of the plugin .so (ctest abi.exports, abi.no_libibverbs,
+# abi.no_libhwloc).
 #
 # exports: `nm -D --defined-only` must list exactly NCCL's eight tables,
 #   each a data object of its ABI size (nccl-abi.md sections 3, 4 and 7).
@@ -12,6 +13,8 @@
 # no_libibverbs: the .so must load on hosts without rdma-core: no NEEDED
 #   entry for libibverbs/librdmacm/libmlx5 and no undefined ibv_ symbol
 #   (verbs, if ever used, come through dlopen).
+# no_libhwloc: likewise without hwloc (plain CUDA images lack it): no NEEDED
+#   libhwloc and no undefined hwloc_ symbol (topology/hwloc_api.h).
 set -u
 mode=$1
 so=$2
@@ -57,8 +60,22 @@ no_libibverbs)
   fi
   echo "ok: no RDMA library in NEEDED, no undefined ibv_ symbol"
   ;;
+no_libhwloc)
+  needed=$(readelf -d "$so" | grep NEEDED)
+  echo "$needed"
+  if echo "$needed" | grep -q 'libhwloc'; then
+    echo "FAIL: $so links libhwloc directly"
+    exit 1
+  fi
+  if nm -D --undefined-only "$so" | grep -q ' hwloc_'; then
+    echo "FAIL: $so has undefined hwloc_ symbols"
+    nm -D --undefined-only "$so" | grep ' hwloc_'
+    exit 1
+  fi
+  echo "ok: no libhwloc in NEEDED, no undefined hwloc_ symbol"
+  ;;
 *)
-  echo "usage: check_elf.sh exports|no_libibverbs LIB.so"
+  echo "usage: check_elf.sh exports|no_libibverbs|no_libhwloc LIB.so"
   exit 2
   ;;
 esac

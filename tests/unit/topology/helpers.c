@@ -211,6 +211,29 @@ static int mkparent(const char *path) {
   return mkdirs(buf);
 }
 
+/* A file's content: text and a newline ("= text"), or bytes ("=x 8f 00"). */
+static int write_value(const char *path, const char *value, int hex) {
+  FILE *f;
+  int rc = 0;
+  if (mkparent(path) != 0 || (f = fopen(path, "w")) == NULL) return -1;
+  if (!hex) {
+    fprintf(f, "%s\n", value);
+  } else {
+    for (const char *p = value; *p != '\0' && rc == 0;) {
+      char *end;
+      unsigned long b = strtoul(p, &end, 16);
+      if (end == p || b > 0xff)
+        rc = -1;
+      else if (fputc((int)b, f) == EOF)
+        rc = -1;
+      for (p = end; *p == ' '; p++)
+        ;
+    }
+  }
+  if (fclose(f) != 0) rc = -1;
+  return rc;
+}
+
 /* Builds a tree from manifest text (tests/fixtures/sysfs/README.md). */
 static int build_tree(const char *root, const char *manifest) {
   char *copy = strdup(manifest), *save = NULL, *line;
@@ -220,32 +243,26 @@ static int build_tree(const char *root, const char *manifest) {
     char path[PATH_MAX], *sep;
     const char *value = NULL, *target = NULL;
     size_t n = strlen(line);
-    int len;
+    int len, hex = 0;
     if (line[0] == '#' || n == 0) continue;
     if ((sep = strstr(line, " -> ")) != NULL)
       target = sep + 4;
+    else if ((sep = strstr(line, " =x ")) != NULL)
+      value = sep + 4, hex = 1;
     else if ((sep = strstr(line, " = ")) != NULL)
       value = sep + 3;
     else if (line[n - 1] != '/')
       continue;
     if (sep != NULL) *sep = '\0';
     len = snprintf(path, sizeof(path), "%s/%s", root, line);
-    if (len < 0 || (size_t)len >= sizeof(path)) {
+    if (len < 0 || (size_t)len >= sizeof(path))
       rc = -1;
-    } else if (target != NULL) {
+    else if (target != NULL)
       rc = mkparent(path) || symlink(target, path);
-    } else if (value != NULL) {
-      FILE *f;
-      rc = mkparent(path);
-      if (rc == 0 && (f = fopen(path, "w")) != NULL) {
-        fprintf(f, "%s\n", value);
-        fclose(f);
-      } else {
-        rc = -1;
-      }
-    } else {
+    else if (value != NULL)
+      rc = write_value(path, value, hex);
+    else
       rc = mkdirs(path);
-    }
     if (rc != 0)
       fprintf(stderr, "%s: cannot create %s: %s\n", rail_test_current, path, strerror(errno));
   }
