@@ -176,8 +176,10 @@ void rail_topo_group_paths(struct rail_topo *topo) {
 int rail_topo_finish(struct rail_topo *topo) {
   for (int i = 0; i < topo->npci; i++)
     if (topo->pci[i].numa < 0) topo->pci[i].numa = pci_numa(topo, i);
-  for (int g = 0; g < topo->ngpus; g++)
+  for (int g = 0; g < topo->ngpus; g++) {
     if (topo->gpus[g].numa < 0) topo->gpus[g].numa = pci_numa(topo, topo->gpus[g].pci);
+    if (topo->gpus[g].numa < 0 && topo->nnuma == 1) topo->gpus[g].numa = 0;
+  }
   for (int n = 0; n < topo->nnics; n++) {
     struct rail_topo_nic *nic = &topo->nics[n];
     if (nic->numa < 0 && nic->pci >= 0) nic->numa = pci_numa(topo, nic->pci);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/param.h"
+#include "net/core/devices.h"
 #include "tests/unit/test.h"
 #include "tests/unit/topology/helpers.h"
 #include "topology/topo.h"
@@ -100,6 +102,47 @@ TEST(storage_and_management_nics_are_not_rails) {
   CHECK(strstr(text, "not used: storage/front-end (no GPU's nearest") != NULL);
   free(text);
 free_topo:
+  rail_topo_free(t);
+}
+
+/* The net layer offers NCCL only compute rails (through the model's
+ * lookups); NCCL_RAIL_IFNAMES can still select a storage NIC, and with no
+ * compute rail among the interfaces the others are offered. */
+static int devices_named(const struct rail_topo *t, const char *const *names, int n,
+                         struct rail_devtab *tab) {
+  struct rail_iface ifs[16];
+  memset(ifs, 0, sizeof(ifs));
+  for (int i = 0; i < n; i++) {
+    snprintf(ifs[i].name, sizeof(ifs[i].name), "%s", names[i]);
+    ifs[i].numa_os = -1;
+  }
+  return rail_devices_build(tab, ifs, n, t, 1);
+}
+
+TEST(net_devices_are_the_compute_rails) {
+  static const char *const all[] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5",
+                                    "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9", "eno1"};
+  static const char *const storage[] = {"mlx5_8", "eno1"};
+  struct rail_topo *t = load_fixture("topo", "crafted-hgx-storage-nic.xml", NULL);
+  struct rail_devtab *tab = calloc(1, sizeof(*tab));
+
+  if (t == NULL || tab == NULL) goto free_all;
+  CHECK_EQ_INT(devices_named(t, all, 11, tab), 0);
+  CHECK_EQ_INT(tab->ndevs, 8);
+  for (int d = 0; d < tab->ndevs; d++)
+    CHECK(strcmp(tab->devs[d].name, "mlx5_8") != 0 && strcmp(tab->devs[d].name, "eno1") != 0);
+  /* Only non-rails among the interfaces: offered rather than nothing. */
+  CHECK_EQ_INT(devices_named(t, storage, 2, tab), 0);
+  CHECK_EQ_INT(tab->ndevs, 2);
+  /* The user's choice stands. */
+  setenv("NCCL_RAIL_IFNAMES", "mlx5_0,mlx5_8", 1);
+  rail_param_reload();
+  CHECK_EQ_INT(devices_named(t, all, 9, tab), 0);
+  CHECK_EQ_INT(tab->ndevs, 9);
+  unsetenv("NCCL_RAIL_IFNAMES");
+  rail_param_reload();
+free_all:
+  free(tab);
   rail_topo_free(t);
 }
 
@@ -269,8 +312,8 @@ free_topos:
 }
 
 RAIL_TEST_MAIN(rdma_is_read_from_nccl_xml, nvswitches_from_nvlink_targets,
-               storage_and_management_nics_are_not_rails, rail_ids_follow_gpu_locality,
-               same_net_under_several_cpus_is_one_nic, numaid_minus_one_is_accepted,
-               self_targeted_nvlink_is_not_nvlink, hwloc_infiniband_class_0c06,
-               hwloc_nvlink_matrix_and_empty_cpuset_words, per_gpu_generation_and_links,
-               mnnvl_from_a_fused_dump)
+               storage_and_management_nics_are_not_rails, net_devices_are_the_compute_rails,
+               rail_ids_follow_gpu_locality, same_net_under_several_cpus_is_one_nic,
+               numaid_minus_one_is_accepted, self_targeted_nvlink_is_not_nvlink,
+               hwloc_infiniband_class_0c06, hwloc_nvlink_matrix_and_empty_cpuset_words,
+               per_gpu_generation_and_links, mnnvl_from_a_fused_dump)
