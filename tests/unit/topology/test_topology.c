@@ -619,6 +619,46 @@ TEST(xml_reader_decodes_and_skips) {
   rail_xml_free(root);
 }
 
+/* Element text (hwloc keeps its matrices there), and a hostile element of
+ * many attributes: parsed, and a repeat far from the first still found
+ * and named at its own line. */
+TEST(xml_reader_text_and_many_attributes) {
+  static const char text[] = "<a><v> 1 &amp; 2 </v><w/>\n<x>one</x></a>";
+  struct rail_xml_node *root = NULL;
+  size_t len = 0, cap = 40 * 20000 + 64;
+  char *big = malloc(cap);
+  int rc;
+
+  CHECK_EQ_INT(rail_xml_parse_buf("t.xml", text, strlen(text), &root), 0);
+  if (root != NULL) {
+    CHECK(root->text == NULL);
+    CHECK_EQ_STR(rail_xml_child(root, "v")->text, "1 & 2");
+    CHECK(rail_xml_child(root, "w")->text == NULL);
+    CHECK_EQ_STR(rail_xml_child(root, "x")->text, "one");
+    rail_xml_free(root);
+  }
+  if (big == NULL) return;
+  len += (size_t)snprintf(big + len, cap - len, "<a");
+  for (int i = 0; i < 20000; i++)
+    len += (size_t)snprintf(big + len, cap - len, " k%d=\"%d\"%s", i, i, i == 10000 ? "\n" : "");
+  snprintf(big + len, cap - len, "/>");
+  root = NULL;
+  CHECK_EQ_INT(rail_xml_parse_buf("t.xml", big, strlen(big), &root), 0);
+  if (root != NULL) {
+    CHECK_EQ_INT(root->nattrs, 20000);
+    CHECK_EQ_STR(rail_xml_attr(root, "k19999"), "19999");
+    rail_xml_free(root);
+  }
+  snprintf(big + len, cap - len, " k3=\"again\"/>");
+  root = NULL;
+  capture_start();
+  rc = rail_xml_parse_buf("t.xml", big, strlen(big), &root);
+  capture_stop();
+  CHECK_EQ_INT(rc, -EINVAL);
+  CHECK(strstr(logbuf, "t.xml:2: malformed XML: attribute k3 repeated in <a>") != NULL);
+  free(big);
+}
+
 TEST(masks_to_cpulists) {
   char buf[64];
   CHECK_EQ_INT(rail_topo_mask_to_list("00000000,0000ffff,ffffffff", buf, sizeof(buf)), 0);
@@ -947,7 +987,8 @@ RAIL_TEST_MAIN(ndv4_four_rails_of_two_ib_nics, ndv5_eight_gpu_nic_pairs_one_per_
                sysfs_veth_rig_fuses_v0_and_v1, sysfs_groups_hold_at_most_four_nics,
                sysfs_root_from_the_tunable, sysfs_bad_root_is_an_error,
                bad_input_gives_clear_errors, unknown_pci_classes_are_ignored,
-               xml_reader_reports_the_line, xml_reader_decodes_and_skips, masks_to_cpulists,
+               xml_reader_reports_the_line, xml_reader_decodes_and_skips,
+               xml_reader_text_and_many_attributes, masks_to_cpulists,
                bad_topo_file_falls_back_and_says_why, damaged_files_never_crash,
                topo_file_is_loaded_and_given_local_paths, live_discovery_on_this_machine,
                live_hwloc_walker_agrees_with_the_export_reader, get_falls_back_to_an_empty_model,
