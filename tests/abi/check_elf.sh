@@ -20,6 +20,23 @@ mode=$1
 so=$2
 [ -f "$so" ] || { echo "FAIL: $so does not exist"; exit 1; }
 
+# no_direct_link NEEDED_RE SYMBOL_PREFIX WHAT: no NEEDED entry matching the
+# regex and no undefined symbol with the prefix.
+no_direct_link() {
+  needed=$(readelf -d "$so" | grep NEEDED)
+  echo "$needed"
+  if echo "$needed" | grep -Eq "$1"; then
+    echo "FAIL: $so links $3 directly"
+    exit 1
+  fi
+  if nm -D --undefined-only "$so" | grep -q " $2"; then
+    echo "FAIL: $so has undefined $2 symbols"
+    nm -D --undefined-only "$so" | grep " $2"
+    exit 1
+  fi
+  echo "ok: nothing matching '$1' in NEEDED, no undefined $2 symbol"
+}
+
 case $mode in
 exports)
   # name size: 8-byte slots, v8 19, v9/v10 20, v11 22; tuner tables 4.
@@ -47,32 +64,10 @@ ncclTunerPlugin_v5 32'
   echo "ok: exactly the 8 NCCL tables are exported, with their ABI sizes"
   ;;
 no_libibverbs)
-  needed=$(readelf -d "$so" | grep NEEDED)
-  echo "$needed"
-  if echo "$needed" | grep -Eq 'libibverbs|librdmacm|libmlx'; then
-    echo "FAIL: $so links an RDMA library directly"
-    exit 1
-  fi
-  if nm -D --undefined-only "$so" | grep -q ' ibv_'; then
-    echo "FAIL: $so has undefined ibv_ symbols"
-    nm -D --undefined-only "$so" | grep ' ibv_'
-    exit 1
-  fi
-  echo "ok: no RDMA library in NEEDED, no undefined ibv_ symbol"
+  no_direct_link 'libibverbs|librdmacm|libmlx' ibv_ "an RDMA library"
   ;;
 no_libhwloc)
-  needed=$(readelf -d "$so" | grep NEEDED)
-  echo "$needed"
-  if echo "$needed" | grep -q 'libhwloc'; then
-    echo "FAIL: $so links libhwloc directly"
-    exit 1
-  fi
-  if nm -D --undefined-only "$so" | grep -q ' hwloc_'; then
-    echo "FAIL: $so has undefined hwloc_ symbols"
-    nm -D --undefined-only "$so" | grep ' hwloc_'
-    exit 1
-  fi
-  echo "ok: no libhwloc in NEEDED, no undefined hwloc_ symbol"
+  no_direct_link libhwloc hwloc_ libhwloc
   ;;
 *)
   echo "usage: check_elf.sh exports|no_libibverbs|no_libhwloc LIB.so"
