@@ -68,9 +68,11 @@ struct rail_topo_gpu {
   unsigned device_id; /* PCI device id (0x2330 H100 SXM), 0 if unknown */
 };
 
-#define RAIL_NIC_IB 0x1     /* InfiniBand (0x0207) rather than Ethernet (0x0200) */
+/* NIC flags. SLOW: below the NICs beside the same GPU, its group's peers,
+ * or its PCIe rating (note says which). */
+#define RAIL_NIC_IB 0x1     /* InfiniBand (0x0207, 0x0c06, IPoIB) rather than Ethernet */
 #define RAIL_NIC_DOWN 0x2   /* link state is down */
-#define RAIL_NIC_SLOW 0x4   /* below the speed of its rail-group peers or its rating */
+#define RAIL_NIC_SLOW 0x4   /* see above */
 #define RAIL_NIC_NO_PCI 0x8 /* virtual NIC: no PCI path (VMs, veth) */
 
 /* The network a NIC carries traffic on (what the tuner's per-hop cost and

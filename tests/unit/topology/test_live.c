@@ -184,6 +184,63 @@ TEST(hwloc_api_opens_only_a_usable_library) {
   CHECK(api.topology_init != NULL && api.bitmap_list_snprintf != NULL);
 }
 
+/* NCCL_RAIL_TOPO_FILE: the model is the file's (what `nccl-rail plan
+ * --input` reads), plus what this machine's sysfs says of the same bus ids:
+ * here one NIC's RDMA device, which makes it RoCE, a kind of its own. */
+TEST(topo_file_plus_this_machines_sysfs) {
+  static const char xml[] =
+      "<system version=\"1\"><cpu numaid=\"0\" affinity=\"0000000f\">"
+      "<pci busid=\"0000:18:00.0\" class=\"0x060400\">"
+      "<pci busid=\"0000:19:00.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2330\"/>"
+      "<pci busid=\"0000:1a:00.0\" class=\"0x020000\" vendor=\"0x15b3\"/>"
+      "<pci busid=\"0000:1b:00.0\" class=\"0x020000\" vendor=\"0x15b3\"/>"
+      "</pci></cpu></system>\n";
+  const char *root = make_tree_text(
+      "sys/bus/pci/devices/0000:1a:00.0 -> ../../../devices/pci0000:00/0000:00:02.0/0000:1a:00.0\n"
+      "sys/devices/pci0000:00/0000:00:02.0/0000:1a:00.0/net/ens1/operstate = up\n"
+      "sys/devices/pci0000:00/0000:00:02.0/0000:1a:00.0/infiniband/mlx5_0/\n"
+      "sys/class/infiniband/mlx5_0/ports/1/link_layer = Ethernet\n");
+  struct rail_topo *file = NULL, *live = NULL;
+  char path[PATH_MAX];
+  FILE *f;
+  int a, b;
+
+  if (root == NULL) return;
+  snprintf(path, sizeof(path), "%s/topo.xml", root);
+  f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f == NULL) goto remove;
+  fputs(xml, f);
+  fclose(f);
+  CHECK_EQ_INT(rail_topo_load_file(path, &file), 0);
+  setenv("NCCL_RAIL_TOPO_FILE", path, 1);
+  setenv("NCCL_RAIL_SYSFS_ROOT", root, 1);
+  rail_param_reload();
+  CHECK_EQ_INT(rail_topo_discover(&live), 0);
+  if (file == NULL || live == NULL) goto unset;
+  a = nic_by_bus(live, "0000:1a:00.0");
+  b = nic_by_bus(live, "0000:1b:00.0");
+  /* The file alone: two NICs of one unknown fabric, fused. */
+  CHECK_EQ_INT(file->ngroups, 1);
+  CHECK_EQ_STR(rail_fabric_name(file->nics[0].fabric), "unknown");
+  /* With sysfs: ens1 with mlx5_0 is RoCE, its peer stays unknown. */
+  CHECK_EQ_STR(live->source_note, "NCCL_RAIL_TOPO_FILE, with this machine's sysfs paths");
+  CHECK_EQ_STR(live->nics[a].netdev, "ens1");
+  CHECK_EQ_STR(live->nics[a].rdma_dev, "mlx5_0");
+  CHECK_EQ_STR(rail_fabric_name(live->nics[a].fabric), "roce");
+  CHECK_EQ_STR(rail_fabric_name(live->nics[b].fabric), "unknown");
+  CHECK(live->nics[a].group != live->nics[b].group);
+  CHECK_EQ_INT(live->ngpus, file->ngpus);
+  CHECK_EQ_INT(live->gpus[0].sm, 90);
+unset:
+  rail_topo_free(file);
+  rail_topo_free(live);
+  unsetenv("NCCL_RAIL_TOPO_FILE");
+  set_roots(NULL, NULL);
+remove:
+  remove_tree();
+}
+
 /* ---- common/sysfs.h ---- */
 
 TEST(sysfs_pci_addresses) {
@@ -305,5 +362,6 @@ free_trees:
 
 RAIL_TEST_MAIN(hwloc_and_sysfs_read_the_fake_trees, discover_runs_hwloc_on_the_tree_hwloc_reads,
                without_libhwloc_sysfs_alone, hwloc_api_opens_only_a_usable_library,
-               sysfs_pci_addresses, sysfs_rdma_netdev_precedence, sysfs_reads_stay_in_the_tree,
+               topo_file_plus_this_machines_sysfs, sysfs_pci_addresses,
+               sysfs_rdma_netdev_precedence, sysfs_reads_stay_in_the_tree,
                loaders_probe_what_they_read)
