@@ -193,6 +193,11 @@ int rail_topo_load_hwloc(const char *sysfs_root, struct rail_topo **out) {
   return hwloc_build(api, &fs, out);
 }
 
+const char *rail_topo_hwloc_status(void) {
+  rail_topo_hwloc_api_get();
+  return rail_topo_hwloc_api_status();
+}
+
 /* hwloc and our sysfs reads must see the same tree: hwloc's HWLOC_FSROOT
  * and NCCL_RAIL_SYSFS_ROOT name it, or neither is set. */
 static int hwloc_probe(const struct rail_topo_src *src, char *why, size_t len) {

@@ -206,6 +206,11 @@ int rail_topo_load_file(const char *path, struct rail_topo **out);
 int rail_topo_discover(struct rail_topo **out);
 void rail_topo_free(struct rail_topo *topo);
 const struct rail_topo *rail_topo_get(void);
+/* libhwloc as discovery finds it, for `nccl-rail doctor`: "libhwloc.so.15
+ * (hwloc API 2.8)", or why it cannot be used ("libhwloc.so.15 cannot be
+ * opened (...)"); opens it (once per process) if not yet tried. The model's
+ * source and source_note say what discovery then used. Never NULL. */
+const char *rail_topo_hwloc_status(void);
 
 /* Lookups for the net plugin: NULL when the NIC is not in the model. The
  * NIC's netdev first, then its name or RDMA device. */

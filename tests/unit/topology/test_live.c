@@ -135,6 +135,7 @@ static int no_hwloc_child(const char *root) {
   static const char said[] = "NUMA nodes, GPUs and PCI paths come from sysfs alone";
   info = strstr(logbuf, said);
   ok = ok && rail_topo_hwloc_api_get() == NULL && strcmp(t->source, "sysfs") == 0 &&
+       strstr(rail_topo_hwloc_status(), "cannot be opened") != NULL &&
        strstr(t->source_note, "sysfs only: /nonexistent/libhwloc.so.15 cannot be opened") &&
        t->nnics == 8 && t->nnuma == 2 && strcmp(t->numa[1].cpulist, "4-7") == 0 && t->ngpus == 2 &&
        info != NULL && strstr(info + sizeof(said) - 1, said) == NULL;
@@ -181,6 +182,7 @@ TEST(hwloc_api_opens_only_a_usable_library) {
   CHECK(strstr(why, "has no hwloc_get_api_version") != NULL);
   CHECK_EQ_INT(rail_topo_hwloc_api_open(RAIL_TOPO_HWLOC_LIB, &api, why, sizeof(why)), 0);
   CHECK_EQ_INT(api.api_version >> 16, 2);
+  CHECK(strstr(rail_topo_hwloc_status(), RAIL_TOPO_HWLOC_LIB " (hwloc API 2.") != NULL);
   CHECK(api.topology_init != NULL && api.bitmap_list_snprintf != NULL);
 }
 
