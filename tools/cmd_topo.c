@@ -1,5 +1,6 @@
 /* nccl-rail topo: the machine as the plugin sees it (GPU x NIC paths, NUMA
- * nodes, rail groups, warnings), from this machine or from a topology file. */
+ * nodes, which NICs are compute rails and why the others are not, rail
+ * groups, warnings), from this machine or from a topology file. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,16 +11,20 @@
 static void topo_usage(FILE *out) {
   fprintf(out, "usage: nccl-rail topo [--input FILE] [--json]\n"
                "\n"
-               "Shows the GPU x NIC matrix (PIX, PXB, PHB, NODE, SYS as in nvidia-smi topo -m),\n"
-               "the NICs, NUMA nodes and CPUs, the rail groups the plugin fuses into one device\n"
-               "each, the fingerprint peers compare, and warnings.\n"
+               "Shows the GPU x NIC matrix (PIX, PXB, PHB, NODE, SYS as in nvidia-smi topo -m)\n"
+               "with each GPU's generation and NVLinks, the NICs with their fabric (tcp, roce,\n"
+               "ib, efa, libfabric) and whether each is a compute rail (\"not used: storage/\n"
+               "front-end\" with the reason otherwise), NUMA nodes and CPUs, the rail groups the\n"
+               "plugin fuses into one device each, the fingerprint peers compare, and warnings.\n"
                "\n"
                "  --input FILE  an NCCL topology XML (NCCL_TOPO_FILE format) or an hwloc XML\n"
                "                export (lstopo --of xml) instead of this machine\n"
-               "  --json        machine-readable output\n"
+               "  --json        machine-readable output (fields: docs/json.md, \"## topo\")\n"
                "\n"
-               "Without --input: NCCL_RAIL_TOPO_FILE if set, else live discovery (hwloc and\n"
-               "sysfs; NCCL_RAIL_SYSFS_ROOT reads a copy of /sys instead).\n");
+               "Without --input: NCCL_RAIL_TOPO_FILE if set, else live discovery: hwloc (if\n"
+               "libhwloc.so.15 can be opened) and sysfs, else sysfs alone; the first line says\n"
+               "which and why. NCCL_RAIL_SYSFS_ROOT reads a copy of /sys instead (hwloc too\n"
+               "when HWLOC_FSROOT names the same copy).\n");
 }
 
 int rail_cmd_topo(int argc, char **argv) {

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
-#include <hwloc.h>
 #include <limits.h>
 #include <link.h>
 #include <signal.h>
@@ -252,17 +251,20 @@ void rail_doctor_check_plugin(struct rail_doctor *d) {
   libs_report_needed(d, L);
 }
 
-/* hwloc is linked (its absence is the libs check's failure); libibverbs is
- * opened at run time, and only a node with RDMA devices needs it. */
+/* hwloc and libibverbs are both opened at run time: without hwloc the
+ * model comes from sysfs alone (as good for NICs and NUMA nodes), and only
+ * a node with RDMA devices needs libibverbs. The topology source is what
+ * the plugin's model was built from, and why. */
 void rail_doctor_check_runtime(struct rail_doctor *d) {
-  unsigned v = hwloc_get_api_version();
+  const char *note = d->topo->source_note;
   char path[PATH_MAX] = "", sysfs[512];
   struct stat st;
   void *dl;
   int rdma;
 
-  rail_doctor_say(d, RAIL_DOCTOR_OK, "hwloc", NULL, "hwloc %u.%u.%u; topology source: %s", v >> 16,
-                  (v >> 8) & 0xff, v & 0xff, d->topo->source[0] ? d->topo->source : "(none)");
+  rail_doctor_say(d, RAIL_DOCTOR_OK, "hwloc", NULL, "%s; topology source: %s%s%s%s",
+                  rail_topo_hwloc_status(), d->topo->source[0] ? d->topo->source : "(none)",
+                  note[0] ? " (" : "", note, note[0] ? ")" : "");
   rail_doctor_sysfs(sysfs, sizeof(sysfs), "%s", "/sys/class/infiniband");
   rdma = stat(sysfs, &st) == 0;
   dl = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_LOCAL);

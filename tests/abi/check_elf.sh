@@ -1,5 +1,6 @@
 #!/bin/sh
-# ELF-level checks of the plugin .so (ctest abi.exports, abi.no_libibverbs).
+# ELF-level checks of the plugin .so (ctest abi.exports, abi.no_libibverbs,
+# abi.no_libhwloc).
 #
 # exports: `nm -D --defined-only` must list exactly NCCL's eight tables,
 #   each a data object of its ABI size (nccl-abi.md sections 3, 4 and 7).
@@ -12,10 +13,29 @@
 # no_libibverbs: the .so must load on hosts without rdma-core: no NEEDED
 #   entry for libibverbs/librdmacm/libmlx5 and no undefined ibv_ symbol
 #   (verbs, if ever used, come through dlopen).
+# no_libhwloc: likewise without hwloc (plain CUDA images lack it): no NEEDED
+#   libhwloc and no undefined hwloc_ symbol (topology/hwloc_api.h).
 set -u
 mode=$1
 so=$2
 [ -f "$so" ] || { echo "FAIL: $so does not exist"; exit 1; }
+
+# no_direct_link NEEDED_RE SYMBOL_PREFIX WHAT: no NEEDED entry matching the
+# regex and no undefined symbol with the prefix.
+no_direct_link() {
+  needed=$(readelf -d "$so" | grep NEEDED)
+  echo "$needed"
+  if echo "$needed" | grep -Eq "$1"; then
+    echo "FAIL: $so links $3 directly"
+    exit 1
+  fi
+  if nm -D --undefined-only "$so" | grep -q " $2"; then
+    echo "FAIL: $so has undefined $2 symbols"
+    nm -D --undefined-only "$so" | grep " $2"
+    exit 1
+  fi
+  echo "ok: nothing matching '$1' in NEEDED, no undefined $2 symbol"
+}
 
 case $mode in
 exports)
@@ -44,21 +64,13 @@ ncclTunerPlugin_v5 32'
   echo "ok: exactly the 8 NCCL tables are exported, with their ABI sizes"
   ;;
 no_libibverbs)
-  needed=$(readelf -d "$so" | grep NEEDED)
-  echo "$needed"
-  if echo "$needed" | grep -Eq 'libibverbs|librdmacm|libmlx'; then
-    echo "FAIL: $so links an RDMA library directly"
-    exit 1
-  fi
-  if nm -D --undefined-only "$so" | grep -q ' ibv_'; then
-    echo "FAIL: $so has undefined ibv_ symbols"
-    nm -D --undefined-only "$so" | grep ' ibv_'
-    exit 1
-  fi
-  echo "ok: no RDMA library in NEEDED, no undefined ibv_ symbol"
+  no_direct_link 'libibverbs|librdmacm|libmlx' ibv_ "an RDMA library"
+  ;;
+no_libhwloc)
+  no_direct_link libhwloc hwloc_ libhwloc
   ;;
 *)
-  echo "usage: check_elf.sh exports|no_libibverbs LIB.so"
+  echo "usage: check_elf.sh exports|no_libibverbs|no_libhwloc LIB.so"
   exit 2
   ;;
 esac
