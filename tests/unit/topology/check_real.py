@@ -151,7 +151,11 @@ def check_shape_facts(c, model, exp):
     c.eq("sockets (no verbs fabric among the rails)", not verbs, plan["socket"])
     if plan.get("intra") is not None:
         c.eq("intra-node NVLink", model["nvlink"], plan["intra"] == "nvlink")
-    c.eq("NVLS (NVLink and NVSwitch)", model["nvlink"] and model["nvswitches"] > 0, plan["nvls"])
+    # NVLink SHARP (NVLS) needs third-generation NVSwitches, which come with
+    # Hopper (sm 90) and later GPUs: an A100 HGX has NVSwitches but no NVLS.
+    hopper = all(g.get("sm", 0) >= 90 for g in model["gpus"]) and model["gpus"]
+    c.eq("NVLS (NVLink, NVSwitch and Hopper or later)",
+         bool(model["nvlink"] and model["nvswitches"] > 0 and hopper), plan["nvls"])
 
 
 def main():
