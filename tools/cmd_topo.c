@@ -2,7 +2,6 @@
  * nodes, which NICs are compute rails and why the others are not, rail
  * groups, warnings), from this machine or from a topology file. */
 #include <stdio.h>
-#include <string.h>
 
 #include "common/param.h"
 #include "tools/cli.h"
@@ -24,40 +23,47 @@ static void topo_usage(FILE *out) {
                "Without --input: NCCL_RAIL_TOPO_FILE if set, else live discovery: hwloc (if\n"
                "libhwloc.so.15 can be opened) and sysfs, else sysfs alone; the first line says\n"
                "which and why. NCCL_RAIL_SYSFS_ROOT reads a copy of /sys instead (hwloc too\n"
-               "when HWLOC_FSROOT names the same copy).\n");
+               "when HWLOC_FSROOT names the same copy).\n"
+               "\n"
+               "exit codes: 0 shown, 1 no topology could be read (the file is named with\n"
+               "what is wrong), 2 bad options\n");
 }
 
 int rail_cmd_topo(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"json", no_argument, NULL, 'j'},
+      {"input", required_argument, NULL, 'i'},
+      {NULL, 0, NULL, 0},
+  };
   const char *input = NULL;
   struct rail_topo *topo;
-  int json = 0, rc;
+  int json = 0, rc, c;
 
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+  rail_cli_reset();
+  while ((c = rail_cli_next("topo", argc, argv, "h", longopts)) != -1) {
+    if (c == 'h') {
       topo_usage(stdout);
-      return 0;
-    } else if (strcmp(argv[i], "--json") == 0) {
-      json = 1;
-    } else if (strcmp(argv[i], "--input") == 0 && i + 1 < argc) {
-      input = argv[++i];
-    } else if (strncmp(argv[i], "--input=", 8) == 0) {
-      input = argv[i] + 8;
-    } else {
-      fprintf(stderr, "nccl-rail topo: unknown or incomplete option '%s'\n\n", argv[i]);
-      topo_usage(stderr);
-      return 2;
+      return RAIL_CLI_OK;
     }
+    if (c == 'j')
+      json = 1;
+    else if (c == 'i')
+      input = optarg;
+    else
+      return RAIL_CLI_USAGE;
   }
+  if (rail_cli_no_operands("topo", argc, argv) != 0) return RAIL_CLI_USAGE;
   /* The loaders say what is wrong with the file (through the log). */
   rc = input != NULL ? rail_topo_load_file(input, &topo) : rail_topo_discover(&topo);
   if (rc != 0) {
     fprintf(stderr, "nccl-rail topo: no topology from %s\n", input ? input : "this machine");
-    return 1;
+    return RAIL_CLI_FAIL;
   }
   if (json)
     rail_topo_print_json(topo, stdout);
   else
     rail_topo_print_text(topo, stdout);
   rail_topo_free(topo);
-  return 0;
+  return fflush(stdout) == 0 ? RAIL_CLI_OK : RAIL_CLI_FAIL;
 }

@@ -34,7 +34,7 @@ assert t['NCCL_RAIL_NSTREAMS']['type'] == 'integer' and t['NCCL_RAIL_NSTREAMS'][
 assert t['NCCL_RAIL_IFNAMES']['set'] is False and t['NCCL_RAIL_IFNAMES']['type'] == 'string'
 assert all(x['help'] for x in j['tunables'])"
 
-for cmd in bench doctor env; do
+for cmd in topo bench doctor env; do
   "$cli" $cmd --help >"$tmp/h" 2>&1
   check "$cmd --help exits 0 and documents its exit codes" \
     sh -c "test $? -eq 0 && grep -q '^exit codes: 0' '$tmp/h'"
@@ -44,6 +44,11 @@ for cmd in bench doctor env; do
 done
 "$cli" env extra >/dev/null 2>&1
 check "env: an operand is refused" test $? -eq 2
+"$cli" topo --json --input="$RAIL_SOURCE_DIR/tests/fixtures/topo/nccl-azure-ndv4.xml" >"$tmp/t.json" 2>&1
+check "topo --input=FILE: the = form is parsed" python3 -c "import json; json.load(open('$tmp/t.json'))"
+"$cli" topo --input >"$tmp/h" 2>&1
+check "topo: a value missing at the end is named" \
+  sh -c "test $? -eq 2 && grep -q \"'--input'\" '$tmp/h'"
 "$cli" bench --window=0 >"$tmp/h" 2>&1
 check "bench --window=0: the = form is parsed and the value checked" \
   sh -c "test $? -eq 2 && grep -q \"bad option '--window' 0: 1 to 32\" '$tmp/h'"
