@@ -41,6 +41,10 @@ int harness_barrier(struct harness *h, uint8_t step);
  * 0 or the first failure (already counted). */
 int harness_plugin_up(struct harness *h);
 void harness_plugin_down(struct harness *h);
+/* Closes the library as NCCL does after its last communicator, and checks
+ * that the loader really unloaded it (its state starts over at the next
+ * open); h->dl is NULL after. */
+void harness_unload(struct harness *h);
 /* An environment setting in milliseconds, set to def unless the caller set it. */
 long harness_env_ms(const char *name, const char *def);
 /* Loopback up (1) or down (0) in this process's network namespace. */
@@ -116,5 +120,9 @@ void harness_doomed_sender_child(struct harness *h);
 void harness_doomed_receiver_child(struct harness *h);
 void harness_garbage_parent(struct harness *h);
 void harness_garbage_child(struct harness *h);
+
+/* ---- scenarios: net life cycle across unloads (sc_reload.c) -------------- */
+
+void harness_reload_side(struct harness *h); /* both processes */
 
 #endif

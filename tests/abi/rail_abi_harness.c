@@ -6,7 +6,7 @@
  * 128-byte handle and the step barriers travel over a socketpair made before
  * the fork, as NCCL's bootstrap does. All data is checked byte for byte.
  *
- * usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario NAME
+ * usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario NAME
  *                         [--seed N] [--path ABSOLUTE_SO_PATH]
  *                         [--peer-netns NAME] [--peer-ifnames LIST]
  * --peer-netns / --peer-ifnames put the forked sender on another "node":
@@ -20,6 +20,7 @@
  * The scenarios live in sc_*.c by family, the checked transfers in xfer.c;
  * harness.h is what they share. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -87,6 +88,8 @@ static const struct scenario scenarios[] = {
      "junk TCP clients on every listening socket; the real peer still connects"},
     {"multi", harness_multi_side, harness_multi_side,
      "three connections, both ways, progressed together; v11: from two contexts"},
+    {"reload", harness_reload_side, harness_reload_side,
+     "init, finalize, init, then unloaded and loaded again: transfers work each time"},
 };
 
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
@@ -136,6 +139,25 @@ void harness_plugin_down(struct harness *h) {
   /* NCCL keeps the library open for the life of the process by default
    * (NCCL_NET_PLUGIN_REF_COUNT aside); closing it here would only test
    * our own unload order, so leave it. */
+}
+
+void harness_unload(struct harness *h) {
+  char opened[512];
+  void *again;
+
+  /* The name it opened under, to ask the loader whether it is still there. */
+  h->dl = rail_nd_open(h->plugin, opened, sizeof(opened));
+  CHECK(h->dl != NULL);
+  if (h->dl == NULL) return;
+  CHECK_EQ_INT(dlclose(h->dl), 0); /* the reference just taken */
+  CHECK_EQ_INT(dlclose(h->dl), 0); /* harness_plugin_up's */
+  h->dl = NULL;
+  again = dlopen(opened, RTLD_NOW | RTLD_NOLOAD);
+  if (again != NULL) {
+    fprintf(stderr, "%s: %s is still loaded after its last dlclose\n", rail_test_current, opened);
+    rail_test_failed_checks++;
+    dlclose(again);
+  }
 }
 
 long harness_env_ms(const char *name, const char *def) {
@@ -206,9 +228,9 @@ static int enter_netns(const char *name) {
 /* ---- options -------------------------------------------------------------- */
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario "
-          "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST]\nscenarios:");
+  fprintf(stderr, "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario "
+                  "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST]"
+                  "\nscenarios:");
   for (size_t i = 0; i < NSCENARIOS; i++)
     fprintf(stderr, " %s", scenarios[i].name);
   fprintf(stderr, "\n");
@@ -237,7 +259,7 @@ static int parse_options(int argc, char **argv, struct harness *h, const char **
     else
       return -1;
   }
-  if (argc % 2 == 0 || h->plugin == NULL || *name == NULL || h->version < 8 || h->version > 11)
+  if (argc % 2 == 0 || h->plugin == NULL || *name == NULL || h->version < 8 || h->version > 12)
     return -1;
   return 0;
 }
