@@ -2,7 +2,7 @@
 # ELF-level checks of the plugin .so (ctest abi.exports, abi.no_libibverbs).
 #
 # exports: `nm -D --defined-only` must list exactly NCCL's net (v8-v12),
-#   and tuner (v2-v6) tables, each a data object of its
+#   tuner (v2-v6) and CollNet (v8-v12) tables, each a data object of its
 #   ABI size (NCCL's src/include/plugin/net/net_vN.h, tuner/tuner_vN.h).
 #   No profiler, GIN, RMA or env table: NCCL looks for those in the net
 #   plugin's library too and would adopt them (src/plugin/plugin_open.cc,
@@ -24,8 +24,13 @@ so=$2
 case $mode in
 exports)
   # name size: 8-byte slots. Net v8 19, v9/v10 20, v11/v12 22; tuner v2-v5
-  # 4, v6 5.
-  expected='ncclNetPlugin_v10 160
+  # 4, v6 5; CollNet v8 17, v9/v10 18, v11/v12 19.
+  expected='ncclCollNetPlugin_v10 144
+ncclCollNetPlugin_v11 152
+ncclCollNetPlugin_v12 152
+ncclCollNetPlugin_v8 136
+ncclCollNetPlugin_v9 144
+ncclNetPlugin_v10 160
 ncclNetPlugin_v11 176
 ncclNetPlugin_v12 176
 ncclNetPlugin_v8 152
@@ -48,7 +53,7 @@ ncclTunerPlugin_v6 40'
     echo "--- actual (nm -D --defined-only -S)"; nm -D --defined-only -S "$so"
     exit 1
   fi
-  echo "ok: exactly the 10 NCCL net and tuner tables are exported, with their ABI sizes"
+  echo "ok: exactly the 15 NCCL net, tuner and CollNet tables are exported, with their ABI sizes"
   ;;
 no_libibverbs)
   needed=$(readelf -d "$so" | grep NEEDED)

@@ -7,11 +7,13 @@
  * the fork, as NCCL's bootstrap does. All data is checked byte for byte.
  *
  * usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario NAME
- *                         [--seed N] [--path ABSOLUTE_SO_PATH]
+ *                         [--seed N] [--path ABSOLUTE_SO_PATH] [--nprocs N]
  *                         [--peer-netns NAME] [--peer-ifnames LIST]
  * --peer-netns / --peer-ifnames put the forked sender on another "node":
  * another network namespace (tests/rig/dualrail.sh), or other interfaces
  * of this host (the rxe rig, where RDMA works in one namespace only).
+ * --nprocs: the processes of a CollNet group (collnet; default 2). The
+ * version is that of both the net and the CollNet table, as NCCL pairs them.
  * Exit status: 0 pass, 1 a check failed, 2 usage, 77 skipped (a scenario
  * that needs a private network namespace, without CAP_SYS_ADMIN).
  *
@@ -90,6 +92,17 @@ static const struct scenario scenarios[] = {
      "three connections, both ways, progressed together; v11: from two contexts"},
     {"reload", harness_reload_side, harness_reload_side,
      "init, finalize, init, then unloaded and loaded again: transfers work each time"},
+    {"collnet", harness_collnet_parent, NULL,
+     "--nprocs members reduce, gather and scatter every type through our CollNet and the "
+     "stand-in"},
+    {"collnet_reload", harness_collnet_reload_parent, NULL,
+     "CollNet across init, finalize, init and an unload: an allreduce works each time"},
+    {"collnet_off", harness_collnet_off_parent, harness_collnet_off_child,
+     "no delegate (a missing file; NCCL_COLLNET_ENABLE unset): 0 CollNet devices, one INFO why"},
+    {"collnet_self", harness_collnet_self_parent, NULL,
+     "nccl-rail named as its own CollNet delegate: refused, 0 devices, one INFO why"},
+    {"collnet_unmatched", harness_collnet_unmatched_parent, NULL,
+     "a net device the delegate has no device for: 0 CollNet devices, the INFO line names it"},
 };
 
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
@@ -228,9 +241,10 @@ static int enter_netns(const char *name) {
 /* ---- options -------------------------------------------------------------- */
 
 static int usage(void) {
-  fprintf(stderr, "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario "
-                  "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST]"
-                  "\nscenarios:");
+  fprintf(stderr,
+          "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario "
+          "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST] [--nprocs N]"
+          "\nscenarios:");
   for (size_t i = 0; i < NSCENARIOS; i++)
     fprintf(stderr, " %s", scenarios[i].name);
   fprintf(stderr, "\n");
@@ -241,6 +255,7 @@ static int usage(void) {
 static int parse_options(int argc, char **argv, struct harness *h, const char **name) {
   h->seed = (uint64_t)time(NULL);
   h->version = 11;
+  h->nprocs = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--plugin") == 0)
       h->plugin = argv[i + 1];
@@ -256,6 +271,8 @@ static int parse_options(int argc, char **argv, struct harness *h, const char **
       h->peer_netns = argv[i + 1];
     else if (strcmp(argv[i], "--peer-ifnames") == 0)
       h->peer_ifnames = argv[i + 1];
+    else if (strcmp(argv[i], "--nprocs") == 0)
+      h->nprocs = atoi(argv[i + 1]);
     else
       return -1;
   }

@@ -15,9 +15,11 @@
  * name and by its path, and every table the plugin promises is there. */
 void harness_load_parent(struct harness *h) {
   static const char *const syms[] = {
-      "ncclNetPlugin_v8",   "ncclNetPlugin_v9",   "ncclNetPlugin_v10",  "ncclNetPlugin_v11",
-      "ncclNetPlugin_v12",  "ncclTunerPlugin_v2", "ncclTunerPlugin_v3", "ncclTunerPlugin_v4",
-      "ncclTunerPlugin_v5", "ncclTunerPlugin_v6"};
+      "ncclNetPlugin_v8",      "ncclNetPlugin_v9",      "ncclNetPlugin_v10",
+      "ncclNetPlugin_v11",     "ncclNetPlugin_v12",     "ncclTunerPlugin_v2",
+      "ncclTunerPlugin_v3",    "ncclTunerPlugin_v4",    "ncclTunerPlugin_v5",
+      "ncclTunerPlugin_v6",    "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v9",
+      "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v12"};
   char opened[512], file[300];
   void *dl_short, *dl_file, *dl_path;
 
@@ -42,8 +44,8 @@ void harness_load_parent(struct harness *h) {
       rail_test_failed_checks++;
       continue;
     }
-    /* name is slot 0 of every net and tuner table; NCCL_NET matches it
-     * case-insensitively. */
+    /* name is slot 0 of every net, tuner and CollNet table; NCCL_NET
+     * matches the net's case-insensitively. */
     CHECK(table[0] != NULL && strcasecmp(table[0], "rail") == 0);
   }
   /* A name that is neither a file nor a bare plugin name must fail cleanly. */
