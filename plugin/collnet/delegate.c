@@ -62,11 +62,35 @@ int rail_delegate_candidates(const char *hpcx_dir, const char *opt, char (*out)[
   return n;
 }
 
-/* Our tables in the global scope mean we were linked into the executable
- * or preloaded: the delegate's lookups of its own net table would then find
- * ours first. */
+/* The sanitizers' runtimes abort a process that dlopens with RTLD_DEEPBIND
+ * (google/sanitizers#611). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RAIL_DELEGATE_NO_DEEPBIND 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RAIL_DELEGATE_NO_DEEPBIND 1
+#endif
+#endif
+
+/* Net or CollNet tables in the global scope (the main program, what it was
+ * linked with, RTLD_GLOBAL libraries) mean we were linked into the
+ * executable or preloaded: the delegate's lookups of its own tables would
+ * then find ours first. dlsym(RTLD_DEFAULT) would not tell: called from a
+ * library opened RTLD_LOCAL, it searches that library's own scope too. */
 static int rail_delegate_deepbind(void) {
-  return dlsym(RTLD_DEFAULT, "ncclCollNetPlugin_v12") != NULL ? RTLD_DEEPBIND : 0;
+#ifdef RAIL_DELEGATE_NO_DEEPBIND
+  return 0;
+#else
+  static const char *const tables[] = {"ncclNetPlugin_v11", "ncclNetPlugin_v12",
+                                       "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v12"};
+  void *global = dlopen(NULL, RTLD_NOW);
+  int found = 0;
+
+  for (size_t i = 0; global != NULL && i < sizeof(tables) / sizeof(tables[0]); i++)
+    found |= dlsym(global, tables[i]) != NULL;
+  if (global != NULL) dlclose(global);
+  return found ? RTLD_DEEPBIND : 0;
+#endif
 }
 
 /* 1 if table lies in the object that holds this code: NCCL_RAIL_COLLNET_PLUGIN

@@ -61,9 +61,10 @@ int rail_delegate_candidates(const char *hpcx_dir, const char *opt, char (*out)[
 /* dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) and the newest of
  * ncclCollNetPlugin_v12..v8. The library is never closed: SHARP leaves
  * detached threads running its code and keeps process-wide state that
- * outlives us. Where our own tables are visible in the global scope
- * (NCCL_NET_PLUGIN=STATIC_PLUGIN, LD_PRELOAD), RTLD_DEEPBIND as well, so
- * the delegate's references to its own ncclNetPlugin_* stay its own.
+ * outlives us. Where net or CollNet tables are visible in the global scope
+ * (ours under NCCL_NET_PLUGIN=STATIC_PLUGIN or LD_PRELOAD), RTLD_DEEPBIND as
+ * well, so the delegate's references to its own tables stay its own;
+ * except in sanitizer builds, whose runtimes refuse RTLD_DEEPBIND.
  * -ENOENT (cannot open: dlerror in why), -ENOSYS (no usable CollNet
  * table) or -ELOOP (the library is nccl-rail itself); why (one sentence)
  * is written on failure. Not thread-safe: the

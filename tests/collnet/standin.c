@@ -238,7 +238,27 @@ static ncclResult_t standin_props_v8(int dev, ncclNetProperties_v8_t *p) {
 
 /* ---- init, finalize ---------------------------------------------------------------- */
 
+/* The newest table this build exports, reached the way its own code would
+ * reach any of its symbols (through the dynamic linker). */
+#if STANDIN_HAS(12)
+STANDIN_EXPORT extern const ncclCollNet_v12_t ncclCollNetPlugin_v12;
+#define STANDIN_NEWEST ((const void *)&ncclCollNetPlugin_v12)
+#elif STANDIN_ABI == 11
+STANDIN_EXPORT extern const ncclCollNet_v11_t ncclCollNetPlugin_v11;
+#define STANDIN_NEWEST ((const void *)&ncclCollNetPlugin_v11)
+#elif STANDIN_ABI == 10
+STANDIN_EXPORT extern const ncclCollNet_v10_t ncclCollNetPlugin_v10;
+#define STANDIN_NEWEST ((const void *)&ncclCollNetPlugin_v10)
+#elif STANDIN_ABI == 9
+STANDIN_EXPORT extern const ncclCollNet_v9_t ncclCollNetPlugin_v9;
+#define STANDIN_NEWEST ((const void *)&ncclCollNetPlugin_v9)
+#else
+STANDIN_EXPORT extern const ncclCollNet_v8_t ncclCollNetPlugin_v8;
+#define STANDIN_NEWEST ((const void *)&ncclCollNetPlugin_v8)
+#endif
+
 static void standin_take_logger(ncclDebugLogger_t logger, int version) {
+  rail_standin_stats.own_table = STANDIN_NEWEST;
   __atomic_store_n(&standin_logger, logger, __ATOMIC_RELEASE);
   rail_standin_stats.logger = (void *)logger;
   rail_standin_stats.abi_version = version;

@@ -26,6 +26,10 @@ struct rail_standin_stats {
   void *logger;          /* the logger the last init was given */
   size_t max_coll_bytes; /* what getProperties reports (v9 and later) */
   int rail_id, plane_id; /* what its v12 getProperties reports */
+  /* Its newest table as its own code sees it at init: another library's
+   * table of the same name when it was opened without RTLD_DEEPBIND while
+   * that one sat in the global scope. */
+  const void *own_table;
 };
 
 #endif

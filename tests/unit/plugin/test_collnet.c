@@ -83,6 +83,7 @@ static void in_child(void (*fn)(void)) {
   fflush(stderr);
   pid = fork();
   if (pid == 0) {
+    rail_test_failed_checks = 0; /* the parent's count is the parent's */
     fn();
     fflush(stderr);
     _exit(rail_test_failed_checks ? 1 : 0);
@@ -221,7 +222,9 @@ TEST(delegate_candidates_where_hpcx_installs) {
   remove_tree(root);
 }
 
-TEST(delegate_newest_table) {
+/* In a child: a library the loader keeps (the delegate never closes it)
+ * must not be loaded already when another test opens it. */
+static void newest_table_child(void) {
   static const struct {
     const char *suffix;
     int version;
@@ -241,6 +244,8 @@ TEST(delegate_newest_table) {
   CHECK_EQ_INT(rail_delegate_open("libm.so.6", &d, why, sizeof(why)), -ENOSYS);
   CHECK(strstr(why, "no CollNet table") != NULL);
 }
+
+TEST(delegate_newest_table) { in_child(newest_table_child); }
 
 /* ---- the module with the stand-in as delegate --------------------------------------- */
 
@@ -370,7 +375,42 @@ static void gated_child(void) {
 
 TEST(collnet_off_unless_asked) { in_child(gated_child); }
 
+/* Our tables in the global scope (NCCL_NET_PLUGIN=STATIC_PLUGIN, or
+ * LD_PRELOAD): the delegate is opened with RTLD_DEEPBIND and still sees its
+ * own tables, not ours. Sanitizer builds never deep-bind (their runtimes
+ * abort a process that does): there the delegate still opens and works. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DEEPBOUND 0
+#else
+#define DEEPBOUND 1
+#endif
+
+static void deepbind_child(void) {
+  const char *build = getenv("RAIL_BUILD_DIR");
+  struct rail_standin_stats *stats;
+  struct rail_delegate d;
+  char ours[PATH_MAX], path[PATH_MAX], why[512];
+  void *global, *dctx = NULL;
+
+  snprintf(ours, sizeof(ours), "%s/libnccl-net-rail.so", build ? build : ".");
+  global = dlopen(ours, RTLD_NOW | RTLD_GLOBAL);
+  CHECK(global != NULL);
+  standin_path(path, sizeof(path), "");
+  CHECK_EQ_INT(rail_delegate_open(path, &d, why, sizeof(why)), 0);
+  CHECK_EQ_INT(rail_delegate_init(&d, 1, NULL, &dctx), 0);
+  stats = dlsym(d.dl, RAIL_STANDIN_STATS_SYMBOL);
+  CHECK(stats != NULL);
+  if (stats == NULL || global == NULL) return;
+  if (DEEPBOUND) {
+    CHECK(stats->own_table == dlsym(d.dl, "ncclCollNetPlugin_v12"));
+    CHECK(stats->own_table != dlsym(global, "ncclCollNetPlugin_v12"));
+  }
+  CHECK_EQ_INT(rail_delegate_finalize(&d, dctx), 0);
+}
+
+TEST(delegate_beside_global_tables) { in_child(deepbind_child); }
+
 RAIL_TEST_MAIN(devmap_members_of_a_name, devmap_by_pci_function,
                delegate_candidates_where_hpcx_installs, delegate_newest_table,
-               collnet_fused_device_maps_to_a_fused_delegate_device, collnet_finds_hpcx_by_hpcx_dir,
-               collnet_off_unless_asked)
+               delegate_beside_global_tables, collnet_fused_device_maps_to_a_fused_delegate_device,
+               collnet_finds_hpcx_by_hpcx_dir, collnet_off_unless_asked)
