@@ -288,51 +288,35 @@ static ncclResult_t rail_cn_abi_close_listen(void *listen_comm) {
   .iflush = rail_cn_abi_iflush, .test = rail_cn_abi_test, .closeColl = rail_cn_abi_close_coll,     \
   .closeListen = rail_cn_abi_close_listen
 
+/* v11 and v12: a context per communicator; they differ in properties only. */
+#define RAIL_CN_ABI_V11_SLOTS                                                                      \
+  RAIL_CN_ABI_COMMON_SLOTS, .init = rail_cn_abi_init_v11, .listen = rail_cn_abi_listen_v11,        \
+                            .iallreduce = rail_cn_abi_iallreduce,                                  \
+                            .iallgather = rail_cn_abi_iallgather,                                  \
+                            .ireducescatter = rail_cn_abi_ireducescatter, .makeVDevice = NULL,     \
+                            .finalize = rail_cn_abi_finalize
+
+/* v9 and v10: the same table under two names. */
+#define RAIL_CN_ABI_V9_SLOTS                                                                       \
+  RAIL_CN_ABI_COMMON_SLOTS,                                                                        \
+      .init = rail_cn_abi_init_v8, .getProperties = rail_cn_abi_get_props_v10,                     \
+      .listen = rail_cn_abi_listen_v8, .iallreduce = rail_cn_abi_iallreduce,                       \
+      .iallgather = rail_cn_abi_iallgather, .ireducescatter = rail_cn_abi_ireducescatter,          \
+      .makeVDevice = NULL
+
 RAIL_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
-    RAIL_CN_ABI_COMMON_SLOTS,
-    .init = rail_cn_abi_init_v11,
+    RAIL_CN_ABI_V11_SLOTS,
     .getProperties = rail_cn_abi_get_props_v12,
-    .listen = rail_cn_abi_listen_v11,
-    .iallreduce = rail_cn_abi_iallreduce,
-    .iallgather = rail_cn_abi_iallgather,
-    .ireducescatter = rail_cn_abi_ireducescatter,
-    .makeVDevice = NULL,
-    .finalize = rail_cn_abi_finalize,
 };
 
 RAIL_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
-    RAIL_CN_ABI_COMMON_SLOTS,
-    .init = rail_cn_abi_init_v11,
+    RAIL_CN_ABI_V11_SLOTS,
     .getProperties = rail_cn_abi_get_props_v11,
-    .listen = rail_cn_abi_listen_v11,
-    .iallreduce = rail_cn_abi_iallreduce,
-    .iallgather = rail_cn_abi_iallgather,
-    .ireducescatter = rail_cn_abi_ireducescatter,
-    .makeVDevice = NULL,
-    .finalize = rail_cn_abi_finalize,
 };
 
-RAIL_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
-    RAIL_CN_ABI_COMMON_SLOTS,
-    .init = rail_cn_abi_init_v8,
-    .getProperties = rail_cn_abi_get_props_v10,
-    .listen = rail_cn_abi_listen_v8,
-    .iallreduce = rail_cn_abi_iallreduce,
-    .iallgather = rail_cn_abi_iallgather,
-    .ireducescatter = rail_cn_abi_ireducescatter,
-    .makeVDevice = NULL,
-};
+RAIL_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = {RAIL_CN_ABI_V9_SLOTS};
 
-RAIL_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
-    RAIL_CN_ABI_COMMON_SLOTS,
-    .init = rail_cn_abi_init_v8,
-    .getProperties = rail_cn_abi_get_props_v10,
-    .listen = rail_cn_abi_listen_v8,
-    .iallreduce = rail_cn_abi_iallreduce,
-    .iallgather = rail_cn_abi_iallgather,
-    .ireducescatter = rail_cn_abi_ireducescatter,
-    .makeVDevice = NULL,
-};
+RAIL_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = {RAIL_CN_ABI_V9_SLOTS};
 
 RAIL_EXPORT const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
     RAIL_CN_ABI_COMMON_SLOTS,

@@ -309,56 +309,29 @@ static ncclResult_t rail_abi_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr) {
 
 /* ---- the exported tables ------------------------------------------------- */
 
-/* NCCL 2.30 and later: v11's slots, with rail and plane ids and 8-member
- * vDevices in the properties. */
+/* v11 and v12 (NCCL 2.28 and later): per-communicator contexts. v12 differs
+ * in its properties (rail and plane ids, 8-member vDevices) and in
+ * makeVDevice's struct. */
+#define RAIL_NET_ABI_V11_SLOTS                                                                     \
+  .name = RAIL_NET_NAME, .init = rail_abi_init_v11, .devices = rail_abi_devices,                   \
+  .listen = rail_abi_listen_v11, .connect = rail_abi_connect_v11, .accept = rail_abi_accept,       \
+  .regMr = rail_abi_reg_mr, .regMrDmaBuf = rail_abi_reg_mr_dmabuf, .deregMr = rail_abi_dereg_mr,   \
+  .isend = rail_abi_isend, .irecv = rail_abi_irecv, .iflush = rail_abi_iflush,                     \
+  .test = rail_abi_test, .closeSend = rail_abi_close_send, .closeRecv = rail_abi_close_recv,       \
+  .closeListen = rail_abi_close_listen, .getDeviceMr = NULL,                                       \
+  .irecvConsumed = rail_abi_irecv_consumed, .finalize = rail_abi_finalize_v11,                     \
+  .setNetAttr = rail_abi_set_net_attr
+
 RAIL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
-    .name = RAIL_NET_NAME,
-    .init = rail_abi_init_v11,
-    .devices = rail_abi_devices,
+    RAIL_NET_ABI_V11_SLOTS,
     .getProperties = rail_abi_get_props_v12,
-    .listen = rail_abi_listen_v11,
-    .connect = rail_abi_connect_v11,
-    .accept = rail_abi_accept,
-    .regMr = rail_abi_reg_mr,
-    .regMrDmaBuf = rail_abi_reg_mr_dmabuf,
-    .deregMr = rail_abi_dereg_mr,
-    .isend = rail_abi_isend,
-    .irecv = rail_abi_irecv,
-    .iflush = rail_abi_iflush,
-    .test = rail_abi_test,
-    .closeSend = rail_abi_close_send,
-    .closeRecv = rail_abi_close_recv,
-    .closeListen = rail_abi_close_listen,
-    .getDeviceMr = NULL,
-    .irecvConsumed = rail_abi_irecv_consumed,
     .makeVDevice = rail_abi_make_vdevice_v12,
-    .finalize = rail_abi_finalize_v11,
-    .setNetAttr = rail_abi_set_net_attr,
 };
 
 RAIL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-    .name = RAIL_NET_NAME,
-    .init = rail_abi_init_v11,
-    .devices = rail_abi_devices,
+    RAIL_NET_ABI_V11_SLOTS,
     .getProperties = rail_abi_get_props_v11,
-    .listen = rail_abi_listen_v11,
-    .connect = rail_abi_connect_v11,
-    .accept = rail_abi_accept,
-    .regMr = rail_abi_reg_mr,
-    .regMrDmaBuf = rail_abi_reg_mr_dmabuf,
-    .deregMr = rail_abi_dereg_mr,
-    .isend = rail_abi_isend,
-    .irecv = rail_abi_irecv,
-    .iflush = rail_abi_iflush,
-    .test = rail_abi_test,
-    .closeSend = rail_abi_close_send,
-    .closeRecv = rail_abi_close_recv,
-    .closeListen = rail_abi_close_listen,
-    .getDeviceMr = NULL,
-    .irecvConsumed = rail_abi_irecv_consumed,
     .makeVDevice = rail_abi_make_vdevice_v9,
-    .finalize = rail_abi_finalize_v11,
-    .setNetAttr = rail_abi_set_net_attr,
 };
 
 RAIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {

@@ -345,14 +345,21 @@ int rail_delegate_iallreduce(const struct rail_delegate *d, void *coll_comm, voi
   return rail_abi_errno(r);
 }
 
-/* v8's element: the same 24 bytes with a 32-bit size. */
-static int rail_delegate_parts_v8(const ncclNetSGE_v9_t *in, int n, ncclNetSGE_v8_t *out) {
+/* The parts as the delegate's version takes them: a writable copy (NCCL's
+ * array is not ours to hand on), and for v8 the same 24 bytes with a 32-bit
+ * size. */
+static int rail_delegate_parts(const struct rail_delegate *d, const ncclNetSGE_v9_t *in, int n,
+                               ncclNetSGE_v9_t *parts, ncclNetSGE_v8_t *parts8) {
   if (n < 1 || n > RAIL_DELEGATE_MAX_PARTS) return -EINVAL;
   for (int i = 0; i < n; i++) {
+    if (d->version >= 9) {
+      parts[i] = in[i];
+      continue;
+    }
     if (in[i].size > UINT32_MAX) return -EINVAL;
-    out[i].mhandle = in[i].mhandle;
-    out[i].address = in[i].address;
-    out[i].size = (uint32_t)in[i].size;
+    parts8[i].mhandle = in[i].mhandle;
+    parts8[i].address = in[i].address;
+    parts8[i].size = (uint32_t)in[i].size;
   }
   return 0;
 }
@@ -361,30 +368,27 @@ int rail_delegate_iallgather(const struct rail_delegate *d, void *coll_comm, voi
                              int nparts, const ncclNetSGE_v9_t *recv_parts, size_t bytes_per_rank,
                              size_t window_offset, size_t window_bytes, void *send_mhandle,
                              void **request) {
-  ncclNetSGE_v9_t parts[RAIL_DELEGATE_MAX_PARTS];
-  ncclNetSGE_v8_t parts8[RAIL_DELEGATE_MAX_PARTS];
+  ncclNetSGE_v9_t p[RAIL_DELEGATE_MAX_PARTS];
+  ncclNetSGE_v8_t p8[RAIL_DELEGATE_MAX_PARTS];
+  int rc = rail_delegate_parts(d, recv_parts, nparts, p, p8);
   void *q = NULL;
   ncclResult_t r;
-  int rc;
 
-  if (nparts < 1 || nparts > RAIL_DELEGATE_MAX_PARTS) return -EINVAL;
-  if (d->version >= 9) {
-    ncclResult_t (*fn)(void *, void *, int, ncclNetSGE_v9_t *, size_t, size_t, size_t, void *,
-                       void **) = d->version == 12   ? D12(d)->iallgather
-                                  : d->version == 11 ? D11(d)->iallgather
-                                                     : D10(d)->iallgather;
-    if (fn == NULL) return -ENOSYS;
-    /* NCCL's array is not ours to hand on as writable. */
-    memcpy(parts, recv_parts, sizeof(parts[0]) * (size_t)nparts);
-    r = fn(coll_comm, send_data, nparts, parts, bytes_per_rank, window_offset, window_bytes,
-           send_mhandle, &q);
-  } else {
-    if (D8(d)->iallgather == NULL) return -ENOSYS;
-    rc = rail_delegate_parts_v8(recv_parts, nparts, parts8);
-    if (rc != 0) return rc;
-    r = D8(d)->iallgather(coll_comm, send_data, nparts, parts8, bytes_per_rank, window_offset,
+  if (rc != 0) return rc;
+  if (d->version == 12 && D12(d)->iallgather != NULL)
+    r = D12(d)->iallgather(coll_comm, send_data, nparts, p, bytes_per_rank, window_offset,
+                           window_bytes, send_mhandle, &q);
+  else if (d->version == 11 && D11(d)->iallgather != NULL)
+    r = D11(d)->iallgather(coll_comm, send_data, nparts, p, bytes_per_rank, window_offset,
+                           window_bytes, send_mhandle, &q);
+  else if ((d->version == 9 || d->version == 10) && D10(d)->iallgather != NULL)
+    r = D10(d)->iallgather(coll_comm, send_data, nparts, p, bytes_per_rank, window_offset,
+                           window_bytes, send_mhandle, &q);
+  else if (d->version == 8 && D8(d)->iallgather != NULL)
+    r = D8(d)->iallgather(coll_comm, send_data, nparts, p8, bytes_per_rank, window_offset,
                           window_bytes, send_mhandle, &q);
-  }
+  else
+    return -ENOSYS;
   if (r == ncclSuccess) *request = q;
   return rail_abi_errno(r);
 }
@@ -394,30 +398,27 @@ int rail_delegate_ireducescatter(const struct rail_delegate *d, void *coll_comm,
                                  size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
                                  ncclDataType_t type, ncclRedOp_t op, void *recv_mhandle,
                                  void **request) {
-  ncclNetSGE_v9_t parts[RAIL_DELEGATE_MAX_PARTS];
-  ncclNetSGE_v8_t parts8[RAIL_DELEGATE_MAX_PARTS];
+  ncclNetSGE_v9_t p[RAIL_DELEGATE_MAX_PARTS];
+  ncclNetSGE_v8_t p8[RAIL_DELEGATE_MAX_PARTS];
+  int rc = rail_delegate_parts(d, send_parts, nparts, p, p8);
   void *q = NULL;
   ncclResult_t r;
-  int rc;
 
-  if (nparts < 1 || nparts > RAIL_DELEGATE_MAX_PARTS) return -EINVAL;
-  if (d->version >= 9) {
-    ncclResult_t (*fn)(void *, int, ncclNetSGE_v9_t *, void *, size_t, size_t, size_t,
-                       ncclDataType_t, ncclRedOp_t, void *, void **) =
-        d->version == 12   ? D12(d)->ireducescatter
-        : d->version == 11 ? D11(d)->ireducescatter
-                           : D10(d)->ireducescatter;
-    if (fn == NULL) return -ENOSYS;
-    memcpy(parts, send_parts, sizeof(parts[0]) * (size_t)nparts);
-    r = fn(coll_comm, nparts, parts, recv_data, bytes_per_rank, window_offset, window_bytes, type,
-           op, recv_mhandle, &q);
-  } else {
-    if (D8(d)->ireducescatter == NULL) return -ENOSYS;
-    rc = rail_delegate_parts_v8(send_parts, nparts, parts8);
-    if (rc != 0) return rc;
-    r = D8(d)->ireducescatter(coll_comm, nparts, parts8, recv_data, bytes_per_rank, window_offset,
+  if (rc != 0) return rc;
+  if (d->version == 12 && D12(d)->ireducescatter != NULL)
+    r = D12(d)->ireducescatter(coll_comm, nparts, p, recv_data, bytes_per_rank, window_offset,
+                               window_bytes, type, op, recv_mhandle, &q);
+  else if (d->version == 11 && D11(d)->ireducescatter != NULL)
+    r = D11(d)->ireducescatter(coll_comm, nparts, p, recv_data, bytes_per_rank, window_offset,
+                               window_bytes, type, op, recv_mhandle, &q);
+  else if ((d->version == 9 || d->version == 10) && D10(d)->ireducescatter != NULL)
+    r = D10(d)->ireducescatter(coll_comm, nparts, p, recv_data, bytes_per_rank, window_offset,
+                               window_bytes, type, op, recv_mhandle, &q);
+  else if (d->version == 8 && D8(d)->ireducescatter != NULL)
+    r = D8(d)->ireducescatter(coll_comm, nparts, p8, recv_data, bytes_per_rank, window_offset,
                               window_bytes, type, op, recv_mhandle, &q);
-  }
+  else
+    return -ENOSYS;
   if (r == ncclSuccess) *request = q;
   return rail_abi_errno(r);
 }

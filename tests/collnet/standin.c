@@ -411,16 +411,18 @@ static ncclResult_t standin_ireducescatter_v8(void *coll_comm, int nparts, ncclN
   .iflush = standin_iflush, .test = standin_test, .closeColl = standin_close_coll,                 \
   .closeListen = standin_close_listen
 
+/* v9 to v12: size_t counts and v9's elements. */
+#define STANDIN_V9_SLOTS                                                                           \
+  STANDIN_COMMON_SLOTS, .iallreduce = standin_iallreduce, .iallgather = standin_iallgather,        \
+                        .ireducescatter = standin_ireducescatter
+
 #if STANDIN_HAS(12)
 STANDIN_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
-    STANDIN_COMMON_SLOTS,
+    STANDIN_V9_SLOTS,
     .name = "Standin_v12",
     .init = standin_init_v12,
     .getProperties = standin_props_v12,
     .listen = standin_listen_ctx,
-    .iallreduce = standin_iallreduce,
-    .iallgather = standin_iallgather,
-    .ireducescatter = standin_ireducescatter,
     .makeVDevice = standin_make_vdevice_v12,
     .finalize = standin_finalize,
 };
@@ -428,14 +430,11 @@ STANDIN_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
 
 #if STANDIN_HAS(11)
 STANDIN_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
-    STANDIN_COMMON_SLOTS,
+    STANDIN_V9_SLOTS,
     .name = "Standin_v11",
     .init = standin_init_v11,
     .getProperties = standin_props_v11,
     .listen = standin_listen_ctx,
-    .iallreduce = standin_iallreduce,
-    .iallgather = standin_iallgather,
-    .ireducescatter = standin_ireducescatter,
     .makeVDevice = standin_make_vdevice_v9,
     .finalize = standin_finalize,
 };
@@ -443,29 +442,17 @@ STANDIN_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
 
 #if STANDIN_HAS(10)
 STANDIN_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
-    STANDIN_COMMON_SLOTS,
-    .name = "Standin_v10",
-    .init = standin_init_v10,
-    .getProperties = standin_props_v10,
-    .listen = standin_listen,
-    .iallreduce = standin_iallreduce,
-    .iallgather = standin_iallgather,
-    .ireducescatter = standin_ireducescatter,
-    .makeVDevice = standin_make_vdevice_v9,
+    STANDIN_V9_SLOTS,         .name = "Standin_v10",
+    .init = standin_init_v10, .getProperties = standin_props_v10,
+    .listen = standin_listen, .makeVDevice = standin_make_vdevice_v9,
 };
 #endif
 
 #if STANDIN_HAS(9)
 STANDIN_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
-    STANDIN_COMMON_SLOTS,
-    .name = "Standin_v9",
-    .init = standin_init_v9,
-    .getProperties = standin_props_v10,
-    .listen = standin_listen,
-    .iallreduce = standin_iallreduce,
-    .iallgather = standin_iallgather,
-    .ireducescatter = standin_ireducescatter,
-    .makeVDevice = standin_make_vdevice_v9,
+    STANDIN_V9_SLOTS,         .name = "Standin_v9",
+    .init = standin_init_v9,  .getProperties = standin_props_v10,
+    .listen = standin_listen, .makeVDevice = standin_make_vdevice_v9,
 };
 #endif
 
