@@ -11,6 +11,7 @@
 #include "net/core/devices.h"
 #include "plugin/collnet/delegate.h"
 #include "plugin/collnet/devmap.h"
+#include "plugin/errors.h"
 
 #define RAIL_COLLNET_CANDIDATES 16
 /* Paths in messages: enough for any real install, bounded for the buffers. */
@@ -39,6 +40,12 @@ static struct {
 } rail_cn = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- which delegate ------------------------------------------------------------- */
+
+/* NCCL_RAIL_COLLNET_PLUGIN names a file (not unset, not "none"). */
+static int rail_collnet_chosen(void) {
+  const char *chosen = rail_param_str(RAIL_PARAM_COLLNET_PLUGIN);
+  return chosen[0] != '\0' && strcmp(chosen, "none") != 0;
+}
 
 /* Whether init may load a delegate: a chosen one always, HPC-X's only when
  * the job asks for CollNet. why is written when not. */
@@ -219,6 +226,9 @@ static void rail_collnet_log_once(void) {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
               "CollNet: %d devices through %s; our device -> its device: %s", rail_cn.ndevs,
               rail_cn.why, line);
+  } else if (rail_collnet_chosen()) {
+    /* A file the site named and cannot have: worth a warning. */
+    RAIL_WARN("CollNet: 0 devices: %s", rail_cn.why);
   } else {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "CollNet: 0 devices: %s", rail_cn.why);
   }
@@ -243,7 +253,7 @@ static int rail_collnet_up(uint64_t comm_id, ncclDebugLogger_t logger, void **dc
   char why[sizeof(rail_cn.why)];
   int rc;
 
-  if (!rail_cn.searched && !rail_collnet_enabled(why, sizeof(why))) {
+  if (!rail_collnet_enabled(why, sizeof(why))) {
     snprintf(rail_cn.why, sizeof(rail_cn.why), "%s", why);
     return 1;
   }
@@ -252,8 +262,9 @@ static int rail_collnet_up(uint64_t comm_id, ncclDebugLogger_t logger, void **dc
   rc = rail_collnet_dlg_init(comm_id, logger, dctx);
   if (rc != 0 && rail_cn.mapped) return rc;
   if (rc != 0) {
-    snprintf(rail_cn.why, sizeof(rail_cn.why), "the init of " RAIL_COLLNET_PATH_FMT " failed: %s",
-             rail_cn.dlg.path, strerror(-rc));
+    snprintf(rail_cn.why, sizeof(rail_cn.why),
+             "the init of " RAIL_COLLNET_PATH_FMT " failed with NCCL result %d", rail_cn.dlg.path,
+             (int)rail_abi_result(rc));
     return 1;
   }
   if (rail_cn.mapped) return 0;

@@ -14,7 +14,8 @@
  * init opens every HCA, starts threads and sets environment variables.
  * Without a usable delegate, or when one of our devices has no counterpart,
  * CollNet has 0 devices (NCCL then turns it off; the net is unaffected) and
- * one INFO line per process says why.
+ * one line per process says why: INFO, or WARN when NCCL_RAIL_COLLNET_PLUGIN
+ * named a file that cannot be used.
  *
  * Errors: 0 or -errno; the delegate's answers are passed on as their
  * -errno twins (rail_abi_errno). Outputs are written only on success.

@@ -29,7 +29,7 @@
 
 /* ---- the logger NCCL would pass, counting our CollNet verdicts ------------- */
 
-static int cn_verdicts; /* "CollNet: ..." lines at INFO */
+static int cn_verdicts; /* "CollNet: ..." lines (INFO, or WARN for a named file) */
 static char cn_last_verdict[1024];
 
 static void cn_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
@@ -41,7 +41,7 @@ static void cn_logger(ncclDebugLogLevel level, unsigned long flags, const char *
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  if (level == NCCL_LOG_INFO && strstr(msg, "CollNet: ") != NULL) {
+  if ((level == NCCL_LOG_INFO || level == NCCL_LOG_WARN) && strstr(msg, "CollNet: ") != NULL) {
     cn_verdicts++;
     snprintf(cn_last_verdict, sizeof(cn_last_verdict), "%s", msg);
   }
