@@ -124,13 +124,15 @@ static void cn_group_reap(struct harness_cn_group *g) {
 
 /* ---- one member's life ---------------------------------------------------------- */
 
-/* The stand-in as the process loaded it (through our library). */
+/* The stand-in as the process loaded it (through our library), if it is
+ * loaded. The reference taken here is given back at once: whether the
+ * stand-in stays must depend on our library alone. */
 static struct rail_standin_stats *cn_stats(void) {
   const char *path = getenv("NCCL_RAIL_COLLNET_PLUGIN");
   void *dl = path != NULL ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
   struct rail_standin_stats *s = dl != NULL ? dlsym(dl, RAIL_STANDIN_STATS_SYMBOL) : NULL;
 
-  CHECK(s != NULL);
+  if (dl != NULL) dlclose(dl);
   return s;
 }
 
@@ -281,6 +283,7 @@ static void cn_member(struct harness *h, struct harness_cn_group *g) {
 
   if (cn_up(&m) != 0) return;
   m.stats = cn_stats();
+  CHECK(m.stats != NULL);
   if (m.stats == NULL) return;
   cn_check_devices(&m);
   cn_check_reduce_support(&m);
@@ -337,6 +340,7 @@ static void cn_reload_member(struct harness *h, struct harness_cn_group *g) {
 
   if (cn_up(&m) != 0) return;
   m.stats = cn_stats();
+  CHECK(m.stats != NULL);
   if (m.stats == NULL) return;
   cn_one_round(&m);
   /* A second communicator's life in the same load: NCCL 2.28+ finalizes
@@ -351,8 +355,10 @@ static void cn_reload_member(struct harness *h, struct harness_cn_group *g) {
   CHECK_EQ_INT(harness_cn_finalize(&m.cn), ncclSuccess);
   harness_plugin_down(h);
   /* NCCL 2.30 unloads the library after the last communicator and loads it
-   * again for the next: our state starts over, the delegate's does not. */
+   * again for the next: our state starts over, the delegate's does not,
+   * and the delegate is never closed (its threads may still run). */
   harness_unload(h);
+  CHECK(cn_stats() == m.stats);
   harness_cn_group_barrier(g);
   if (cn_up(&m) != 0) return;
   CHECK_EQ_INT(harness_cn_devices(&m.cn, &n), ncclSuccess);
