@@ -62,6 +62,10 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
     [RAIL_PARAM_QPS_PER_RAIL] = {"NCCL_RAIL_QPS_PER_RAIL", RAIL_PARAM_T_INT, "1", 1, 4,
                                  "verbs: RC queue pairs per rail per connection (a message's "
                                  "share of a rail is split over them)"},
+    [RAIL_PARAM_COLLNET_PLUGIN] =
+        {"NCCL_RAIL_COLLNET_PLUGIN", RAIL_PARAM_T_STR, "", 0, 0,
+         "the site's CollNet (SHARP) plugin library to offer CollNet through; none = no CollNet; "
+         "empty = HPC-X's, when NCCL_COLLNET_ENABLE=1"},
 };
 
 struct rail_param_val {

@@ -2,8 +2,12 @@
 # ELF-level checks of the plugin .so (ctest abi.exports, abi.no_libibverbs,
 # abi.no_libhwloc).
 #
-# exports: `nm -D --defined-only` must list exactly NCCL's eight tables,
-#   each a data object of its ABI size (nccl-abi.md sections 3, 4 and 7).
+# exports: `nm -D --defined-only` must list exactly NCCL's net (v8-v12),
+#   tuner (v2-v6) and CollNet (v8-v12) tables, each a data object of its
+#   ABI size (NCCL's src/include/plugin/net/net_vN.h, tuner/tuner_vN.h).
+#   No profiler, GIN, RMA or env table: NCCL looks for those in the net
+#   plugin's library too and would adopt them (src/plugin/plugin_open.cc,
+#   ncclGetNetPluginLib, 2.30).
 #   Nothing else is allowed, linker symbols included: the anonymous version
 #   script (plugin/exports.map, `local: *`) makes _edata, _end and
 #   __bss_start local, _init/_fini are reached through DT_INIT/DT_FINI and
@@ -39,15 +43,23 @@ no_direct_link() {
 
 case $mode in
 exports)
-  # name size: 8-byte slots, v8 19, v9/v10 20, v11 22; tuner tables 4.
-  expected='ncclNetPlugin_v10 160
+  # name size: 8-byte slots. Net v8 19, v9/v10 20, v11/v12 22; tuner v2-v5
+  # 4, v6 5; CollNet v8 17, v9/v10 18, v11/v12 19.
+  expected='ncclCollNetPlugin_v10 144
+ncclCollNetPlugin_v11 152
+ncclCollNetPlugin_v12 152
+ncclCollNetPlugin_v8 136
+ncclCollNetPlugin_v9 144
+ncclNetPlugin_v10 160
 ncclNetPlugin_v11 176
+ncclNetPlugin_v12 176
 ncclNetPlugin_v8 152
 ncclNetPlugin_v9 160
 ncclTunerPlugin_v2 32
 ncclTunerPlugin_v3 32
 ncclTunerPlugin_v4 32
-ncclTunerPlugin_v5 32'
+ncclTunerPlugin_v5 32
+ncclTunerPlugin_v6 40'
   # With -S a line is "value size type name"; objects only (type D/R/B).
   actual=$(nm -D --defined-only -S "$so" | while read -r value size type name rest; do
     case $type in
@@ -61,7 +73,7 @@ ncclTunerPlugin_v5 32'
     echo "--- actual (nm -D --defined-only -S)"; nm -D --defined-only -S "$so"
     exit 1
   fi
-  echo "ok: exactly the 8 NCCL tables are exported, with their ABI sizes"
+  echo "ok: exactly the 15 NCCL net, tuner and CollNet tables are exported, with their ABI sizes"
   ;;
 no_libibverbs)
   no_direct_link 'libibverbs|librdmacm|libmlx' ibv_ "an RDMA library"
