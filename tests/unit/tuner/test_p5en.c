@@ -157,6 +157,8 @@ static struct rail_tuner_shape p5en_shape(int ranks) {
       /* EFA's per-hop latency as AWS's own P5en model has it
        * (cost-model.md section 6.3). */
       .net_latency_us = 18.0,
+      .fabric = RAIL_TUNER_FABRIC_EFA,
+      .sm = 90,
       .intra = RAIL_TUNER_INTRA_NVLINK,
       .nvls = 1,
       .socket = 0,
@@ -184,7 +186,7 @@ void p5en_choices_within_2x_of_measured_crossovers(void) {
         int ok = 0;
         char allowed[160] = "";
 
-        CHECK_EQ_INT(rail_tuner_decide(&s, tr->coll, bytes, 1, NULL, &c), 0);
+        CHECK_EQ_INT(rail_tuner_decide(&s, tr->coll, bytes, 1, NULL, 0, &c), 0);
         for (int b = 0; b < nb; b++) {
           const struct band *bd = &tr->bands[idx[b]];
           int any_algo = 0;
