@@ -28,7 +28,7 @@ struct fabric_params {
 static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
     [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
     [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1},
-    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.90, 1.0, 0.84, 0.0, 1},
+    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1},
     [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
     [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0},
     [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
