@@ -117,4 +117,9 @@ void harness_doomed_receiver_child(struct harness *h);
 void harness_garbage_parent(struct harness *h);
 void harness_garbage_child(struct harness *h);
 
+/* ---- scenarios: tuner (sc_tuner.c) --------------------------------------- */
+
+void harness_tuner_parent(struct harness *h);
+void harness_tuner_child(struct harness *h);
+
 #endif

@@ -87,6 +87,8 @@ static const struct scenario scenarios[] = {
      "junk TCP clients on every listening socket; the real peer still connects"},
     {"multi", harness_multi_side, harness_multi_side,
      "three connections, both ways, progressed together; v11: from two contexts"},
+    {"tuner_unlike", harness_tuner_parent, harness_tuner_child,
+     "ranks on unlike machines (RAIL_HARNESS_TOPO_FILES) choose alike from NCCL's tables"},
 };
 
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
