@@ -552,6 +552,8 @@ static const char *plan_fabric_note(const struct rail_tuner_shape *s,
   int planned = s->socket ? RAIL_TUNER_FABRIC_TCP : s->fabric;
   int runtime = rules ? rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
 
+  /* An unnamed fabric is modelled as InfiniBand. */
+  if (runtime == RAIL_TUNER_FABRIC_UNKNOWN) runtime = RAIL_TUNER_FABRIC_IB;
   if (s->nodes < 2 || planned == runtime || planned == RAIL_TUNER_FABRIC_UNKNOWN) return NULL;
   snprintf(buf, len,
            "this plan is for %s; the plugin sees the fabric only through NCCL_RAIL_TUNER_FILE, "
