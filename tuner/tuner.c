@@ -99,9 +99,9 @@ static int told_user_override, told_disabled, told_nvl_domains, told_fabric;
 
 static int once(int *flag) { return __atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL) == 0; }
 
-/* Why a context must leave NCCL's choice alone, said once; NULL if it may
- * act. Every reason is the same on every rank: the settings (set job-wide
- * by launchers, and NCCL's own choice follows them too) and NCCL's inputs. */
+/* 1 if a context must leave NCCL's choice alone, with why said once.
+ * Every reason is the same on every rank: the settings (set job-wide by
+ * launchers, and NCCL's own choice follows them too) and NCCL's inputs. */
 static int stays_out(size_t nranks, const struct rail_tuner_env *env) {
   if (env->user_algo != NULL || env->user_proto != NULL) {
     /* The user (or a launcher) chose; a tuner overriding that is how
