@@ -121,7 +121,8 @@ int rail_tuner_shape_check(const struct rail_tuner_shape *s) {
   if (s->intra != RAIL_TUNER_INTRA_NVLINK && s->intra != RAIL_TUNER_INTRA_PCIE) return -EINVAL;
   if (s->fabric < 0 || s->fabric >= RAIL_TUNER_FABRIC_COUNT || s->sm < 0 || s->nvlinks < 0)
     return -EINVAL;
-  if (!(s->nccl_ring_gbs >= 0) || !(s->nccl_tree_gbs >= 0)) return -EINVAL;
+  if (!(s->nccl_ring_gbs >= 0) || !(s->nccl_tree_gbs >= 0) || !(s->nccl_latency_us >= 0))
+    return -EINVAL;
   return 0;
 }
 
@@ -465,10 +466,9 @@ int rail_tuner_cost_observed(const struct rail_tuner_shape *s, enum rail_coll co
   if (rc != 0) return rc;
   if (!(nccl_time_us >= 0)) return -EINVAL;
   rail_tuner_nccl_view(s, s->net_latency_us, &ours);
-  /* NCCL's table was built with the net plugin's latency, 0 for every
-   * plugin known (NCCL's IB and socket transports, aws-ofi-nccl's default,
-   * ours): take off NCCL's latency as NCCL computed it. */
-  rail_tuner_nccl_view(s, 0.0, &nccls);
+  /* NCCL's table was built with the net plugin's latency (the shape's
+   * reading of it): take off NCCL's latency as NCCL computed it. */
+  rail_tuner_nccl_view(s, s->nccl_latency_us, &nccls);
   bw = model_algbw(s, coll, algo, proto, nbytes, &ours);
   nccl_bw = rail_nccl_bandwidth(&nccls, coll, algo, proto) *
             rail_nccl_size_factor(&nccls, coll, algo, proto, nbytes);

@@ -94,6 +94,10 @@ struct rail_tuner_shape {
    * computes them from the fields above. */
   double nccl_ring_gbs;
   double nccl_tree_gbs;
+  /* The net plugin's per-hop latency NCCL's table was built with, us (0 for
+   * NCCL's IB and socket transports and this plugin; aws-ofi-nccl reports
+   * 35-75 on AWS instances). */
+  double nccl_latency_us;
 };
 
 /* The extra per-hop latency a fabric adds to NCCL's hop costs, us: a

@@ -171,6 +171,40 @@ static double tree_from_table(const struct rail_nccl_view *v, size_t nbytes, int
   return algbw / f / (0.92 * 0.5);
 }
 
+/* The net plugin's latency NCCL's table shows (its graphs' latencyInter),
+ * us, from Tree/LL128 and Tree/Simple: NCCL ties their bandwidths (LL128
+ * carries 120/128 of Simple across nodes) and adds the latency once per
+ * network hop to LL128, twice to Simple, so the two times fix it. Trees
+ * have no overhead or intra-node term that differs between hosts, which
+ * rings have. 0 where the table cannot show it: one node, no LL128, a
+ * collective without trees, no latency counted (numPipeOps 0), or a reading
+ * that is no latency. */
+static double latency_from_table(const struct rail_nccl_view *v0, size_t nbytes, int pipe_ops,
+                                 const float (*t)[RAIL_PROTO_COUNT]) {
+  struct rail_nccl_view v1 = *v0;
+  double c = rail_nccl_lat_count(RAIL_ALGO_TREE, pipe_ops), k128, ks, r, a, b, den, lat;
+  double t128 = t[RAIL_ALGO_TREE][RAIL_PROTO_LL128], ts = t[RAIL_ALGO_TREE][RAIL_PROTO_SIMPLE];
+
+  if (v0->nodes < 2 || !(t128 >= 0) || !(ts >= 0) || c <= 0) return 0;
+  v1.latency_inter_us = 1.0;
+  k128 = rail_nccl_latency(&v1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128) -
+         rail_nccl_latency(v0, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128);
+  ks = rail_nccl_latency(&v1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE) -
+       rail_nccl_latency(v0, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE);
+  /* LL128's bandwidth term is Simple's times r. */
+  r = rail_nccl_size_factor(v0, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE, nbytes) /
+      (120.0 / 128.0 *
+       rail_nccl_size_factor(v0, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128, nbytes));
+  a = t128 - c * rail_nccl_latency(v0, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128);
+  b = ts - c * rail_nccl_latency(v0, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE);
+  den = c * (r * ks - k128);
+  if (!(den > 0)) return 0;
+  lat = (r * b - a) / den;
+  /* Floats leave a few ns of noise; more than a millisecond is no hop. */
+  if (!(lat >= 0.01) || lat > 1000) return 0;
+  return lat;
+}
+
 int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t nbytes, int pipe_ops,
                                 const float (*t)[RAIL_PROTO_COUNT], int fabric,
                                 struct rail_tuner_shape *out) {
@@ -197,8 +231,12 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
   s.rails = 1;
   s.rail_gbps = RAIL_TUNER_UNSEEN_GBPS;
   /* NCCL's latency does not depend on the bandwidths: read them with a
-   * view of the shape as far as it is known. */
+   * view of the shape as far as it is known, and NCCL's per-hop latency. */
   rail_tuner_nccl_view(&s, 0.0, &v);
+  if (coll == RAIL_COLL_ALLREDUCE) s.nccl_latency_us = latency_from_table(&v, nbytes, pipe_ops, t);
+  v.latency_inter_us = s.nccl_latency_us;
+  /* Undeclared, the fabric is what NCCL believes: its hop and the plugin's. */
+  if (fabric == RAIL_TUNER_FABRIC_UNKNOWN) s.net_latency_us = s.nccl_latency_us;
   s.nccl_ring_gbs = ring_from_table(&v, coll, nbytes, pipe_ops, t);
   if (coll == RAIL_COLL_ALLREDUCE) s.nccl_tree_gbs = tree_from_table(&v, nbytes, pipe_ops, t);
   if (s.nccl_ring_gbs > 0) s.rail_gbps = s.nccl_ring_gbs * 8;

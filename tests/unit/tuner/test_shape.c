@@ -8,6 +8,7 @@
 
 #include "tests/unit/test.h"
 #include "tests/unit/tuner/tests.h"
+#include "tuner/nccl_model.h"
 #include "tuner/shape.h"
 #include "tuner/tuner.h"
 
@@ -212,4 +213,51 @@ void shape_from_table_reads_enable_pattern(void) {
   }
   CHECK_EQ_INT(rail_tuner_shape_from_table(32, 4, 9, 8, 1, (const float(*)[3])t, 0, &a), -EINVAL);
   CHECK_EQ_INT(rail_tuner_shape_from_table(3, 4, 0, 8, 1, (const float(*)[3])t, 0, &a), -EINVAL);
+}
+
+/* A net plugin that reports a latency (aws-ofi-nccl does on AWS) builds it
+ * into NCCL's table: AllReduce's trees show it, and with no fabric declared
+ * the tuner takes NCCL's belief for its own hop cost. */
+void shape_from_table_reads_nccl_latency(void) {
+  struct rail_tuner_shape s = tt_shape(16, 8, 16, 200);
+  int agree = 0, total = 0;
+
+  s.net_latency_us = 35;
+  for (int l = 3; l <= 32; l++) {
+    struct rail_nccl_view v;
+    float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+    struct rail_tuner_shape a;
+    struct rail_tuner_choice want, got;
+    size_t bytes = (size_t)1 << l;
+    rail_tuner_nccl_view(&s, 35.0, &v);
+    rail_nccl_table(&v, RAIL_COLL_ALLREDUCE, bytes, 1, t);
+    CHECK_EQ_INT(rail_tuner_shape_from_table(128, 16, RAIL_COLL_ALLREDUCE, bytes, 1,
+                                             (const float(*)[3])t, RAIL_TUNER_FABRIC_UNKNOWN, &a),
+                 0);
+    if (l <= 26) CHECK(fabs(a.nccl_latency_us - 35) < 0.05);
+    CHECK(a.net_latency_us == a.nccl_latency_us);
+    CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, bytes, 1, NULL, 0, &want), 0);
+    CHECK_EQ_INT(
+        rail_tuner_decide(&a, RAIL_COLL_ALLREDUCE, bytes, 1, (const float(*)[3])t, 1, &got), 0);
+    agree += want.algo == got.algo && want.proto == got.proto;
+    total++;
+  }
+  CHECK(agree >= total - 1);
+  /* A declared fabric keeps its own hop cost; other collectives show none. */
+  {
+    struct rail_nccl_view v;
+    float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+    struct rail_tuner_shape a;
+    rail_tuner_nccl_view(&s, 35.0, &v);
+    rail_nccl_table(&v, RAIL_COLL_ALLREDUCE, 1 << 20, 1, t);
+    CHECK_EQ_INT(rail_tuner_shape_from_table(128, 16, RAIL_COLL_ALLREDUCE, 1 << 20, 1,
+                                             (const float(*)[3])t, RAIL_TUNER_FABRIC_EFA, &a),
+                 0);
+    CHECK(fabs(a.nccl_latency_us - 35) < 0.05 && a.net_latency_us == 18.0);
+    rail_nccl_table(&v, RAIL_COLL_ALLGATHER, 1 << 20, 1, t);
+    CHECK_EQ_INT(rail_tuner_shape_from_table(128, 16, RAIL_COLL_ALLGATHER, 1 << 20, 1,
+                                             (const float(*)[3])t, RAIL_TUNER_FABRIC_UNKNOWN, &a),
+                 0);
+    CHECK(a.nccl_latency_us == 0);
+  }
 }

@@ -81,6 +81,7 @@ void shape_rails_are_compute_nics_only(void);
 void shape_fabric_and_gpu_from_model(void);
 void shape_from_table_reads_nccl_bandwidths(void);
 void shape_from_table_reads_enable_pattern(void);
+void shape_from_table_reads_nccl_latency(void);
 void plan_input_and_runtime_start_from_one_shape(void); /* test_fixtures.c */
 
 /* test_rules.c */
