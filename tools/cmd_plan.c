@@ -550,16 +550,16 @@ static const char *plan_inactive_note(const struct rail_tuner_shape *s) {
 static const char *plan_fabric_note(const struct rail_tuner_shape *s,
                                     const struct rail_tuner_rules *rules, char *buf, size_t len) {
   int planned = s->socket ? RAIL_TUNER_FABRIC_TCP : s->fabric;
-  int runtime = rules ? rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
-
+  int declared = rules ? rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
   /* An unnamed fabric is modelled as InfiniBand. */
-  if (runtime == RAIL_TUNER_FABRIC_UNKNOWN) runtime = RAIL_TUNER_FABRIC_IB;
+  int runtime = declared ? declared : RAIL_TUNER_FABRIC_IB;
+
   if (s->nodes < 2 || planned == runtime || planned == RAIL_TUNER_FABRIC_UNKNOWN) return NULL;
   snprintf(buf, len,
            "this plan is for %s; the plugin sees the fabric only through NCCL_RAIL_TUNER_FILE, "
            "which %s: add the line \"fabric %s\" to that file on every node",
            rail_tuner_fabric_name(planned),
-           runtime ? "names another" : "does not name one (InfiniBand-class assumed)",
+           declared ? "names another" : "does not name one (InfiniBand-class assumed)",
            rail_tuner_fabric_name(planned));
   return buf;
 }
