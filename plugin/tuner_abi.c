@@ -93,33 +93,14 @@ static ncclResult_t rail_tuner_abi_get_coll_info_v3(void *ctx, ncclFunc_t collTy
                                          numProto, 0, nChannels);
 }
 
-/* v2 has no table: what NCCL allows is reduced to two flags, and we answer
- * with an (algorithm, protocol). NCCL applies it only if that entry of its
- * own table is enabled, so an LL128 answer where LL128 is off is harmless. */
+/* v2 (NCCL 2.19) hands over no cost table, only two flags: nothing every
+ * rank holds identically says how fast the network is, so a choice could
+ * differ between ranks whose machines differ (tuner/tuner.h). NCCL's own
+ * choice stands. */
 static ncclResult_t rail_tuner_abi_get_coll_info_v2(void *ctx, ncclFunc_t collType, size_t nBytes,
                                                     int collNetSupport, int nvlsSupport,
                                                     int numPipeOps, int *algorithm, int *protocol,
                                                     int *nChannels) {
-  float table[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
-
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      table[a][p] = 1.0f;
-  for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
-    if (!nvlsSupport)
-      table[RAIL_ALGO_NVLS][p] = table[RAIL_ALGO_NVLS_TREE][p] = NCCL_ALGO_PROTO_IGNORE;
-    if (!collNetSupport)
-      table[RAIL_ALGO_COLLNET_DIRECT][p] = table[RAIL_ALGO_COLLNET_CHAIN][p] =
-          NCCL_ALGO_PROTO_IGNORE;
-  }
-  rail_tuner_get_coll_info(ctx, (int)collType, nBytes, numPipeOps, &table[0][0], RAIL_ALGO_COUNT,
-                           RAIL_PROTO_COUNT, nChannels);
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      if (table[a][p] == 0.0f) {
-        *algorithm = a;
-        *protocol = p;
-      }
   return rail_abi_result(0);
 }
 

@@ -173,4 +173,9 @@ void harness_collnet_off_child(struct harness *h);
 void harness_collnet_self_parent(struct harness *h);
 void harness_collnet_unmatched_parent(struct harness *h);
 
+/* ---- scenarios: tuner (sc_tuner.c) --------------------------------------- */
+
+void harness_tuner_parent(struct harness *h);
+void harness_tuner_child(struct harness *h);
+
 #endif

@@ -103,6 +103,8 @@ static const struct scenario scenarios[] = {
      "nccl-rail named as its own CollNet delegate: refused, 0 devices, one INFO why"},
     {"collnet_unmatched", harness_collnet_unmatched_parent, NULL,
      "a net device the delegate has no device for: 0 CollNet devices, the INFO line names it"},
+    {"tuner_unlike", harness_tuner_parent, harness_tuner_child,
+     "ranks on unlike machines (RAIL_HARNESS_TOPO_FILES) choose alike from NCCL's tables"},
 };
 
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
