@@ -33,8 +33,11 @@ static const struct {
      rail_doctor_json_bootstrap},
     {"plugin", "the plugin library NCCL will load, and the libraries it needs",
      rail_doctor_check_plugin, rail_doctor_json_plugin},
-    {"runtime", "hwloc, and libibverbs for RDMA", rail_doctor_check_runtime, NULL},
+    {"runtime", "hwloc and the topology source, and libibverbs for RDMA", rail_doctor_check_runtime,
+     NULL},
     {"nccl", "the NCCL libraries a job will find", rail_doctor_check_nccl, rail_doctor_json_nccl},
+    {"collnet", "CollNet (SHARP) through the plugin: from which file, or why not",
+     rail_doctor_check_collnet, rail_doctor_json_collnet},
     {"peers", "--peers: reachability, rail matching and throughput per rail",
      rail_doctor_check_peers, rail_doctor_json_peers},
 };

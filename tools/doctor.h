@@ -75,6 +75,7 @@ void rail_doctor_check_bootstrap(struct rail_doctor *d); /* doctor_boot.c */
 void rail_doctor_check_plugin(struct rail_doctor *d);    /* doctor_libs.c */
 void rail_doctor_check_runtime(struct rail_doctor *d);   /* doctor_libs.c: hwloc, verbs */
 void rail_doctor_check_nccl(struct rail_doctor *d);      /* doctor_libs.c */
+void rail_doctor_check_collnet(struct rail_doctor *d);   /* doctor_libs.c */
 void rail_doctor_check_peers(struct rail_doctor *d);     /* doctor_peers.c */
 
 /* The bootstrap interface the bootstrap check found (doctor_boot.c); NULL
@@ -86,6 +87,7 @@ const struct sockaddr_storage *rail_doctor_boot_addr(const struct rail_doctor *d
 void rail_doctor_json_bootstrap(struct rail_doctor *d, struct rail_json *j);
 void rail_doctor_json_plugin(struct rail_doctor *d, struct rail_json *j);
 void rail_doctor_json_nccl(struct rail_doctor *d, struct rail_json *j);
+void rail_doctor_json_collnet(struct rail_doctor *d, struct rail_json *j);
 void rail_doctor_json_peers(struct rail_doctor *d, struct rail_json *j);
 
 /* --serve: answers peers' `doctor --peers` on `port` until `seconds` pass

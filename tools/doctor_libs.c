@@ -23,6 +23,7 @@
 
 #include "net/verbs/api.h"
 #include "tools/doctor.h"
+#include "plugin/collnet/collnet.h"
 #include "topology/topo.h"
 
 #if __ELF_NATIVE_CLASS == 64
@@ -532,4 +533,40 @@ void rail_doctor_json_nccl(struct rail_doctor *d, struct rail_json *j) {
     rail_json_object_end(j);
   }
   rail_json_array_end(j);
+}
+
+/* CollNet (SHARP) comes through the plugin only if a delegate is found
+ * (plugin/collnet/collnet.h): say whether, from which file, and what to
+ * set. Asked for by name and unusable is a failure; not installed is not. */
+void rail_doctor_check_collnet(struct rail_doctor *d) {
+  struct rail_collnet_info ci;
+  const char *asked = getenv("NCCL_RAIL_COLLNET_PLUGIN");
+
+  rail_collnet_describe(&ci);
+  if (ci.available && ci.enabled)
+    rail_doctor_say(d, RAIL_DOCTOR_OK, "collnet", NULL,
+                    "CollNet (in-network reduction) from %s, CollNet ABI v%d", ci.path, ci.version);
+  else if (ci.available)
+    rail_doctor_say(d, RAIL_DOCTOR_OK, "collnet", NULL,
+                    "a CollNet plugin is installed (%s) but off: %s", ci.path, ci.why);
+  else if (asked != NULL && asked[0] != '\0' && strcasecmp(asked, "none") != 0)
+    rail_doctor_say(d, RAIL_DOCTOR_FAIL, "collnet",
+                    "point NCCL_RAIL_COLLNET_PLUGIN at the site's SHARP plugin "
+                    "(libnccl-net.so of nccl-rdma-sharp-plugins), or unset it",
+                    "NCCL_RAIL_COLLNET_PLUGIN=%s cannot be used: %s", asked, ci.why);
+  else
+    rail_doctor_say(d, RAIL_DOCTOR_OK, "collnet", NULL, "CollNet off: %s", ci.why);
+}
+
+void rail_doctor_json_collnet(struct rail_doctor *d, struct rail_json *j) {
+  struct rail_collnet_info ci;
+
+  rail_collnet_describe(&ci);
+  rail_json_object(j, "collnet", RAIL_JSON_INLINE);
+  rail_json_bool(j, "available", ci.available);
+  rail_json_bool(j, "enabled", ci.enabled);
+  rail_json_int(j, "version", ci.version);
+  rail_json_str(j, "path", ci.path);
+  rail_json_str(j, "why", ci.why);
+  rail_json_object_end(j);
 }

@@ -7,9 +7,10 @@
 # dependency; the NCCL check reads ncclGetVersion from LD_LIBRARY_PATH and
 # from a Python wheel; --json carries every finding with its fix.
 # $1: the nccl-rail binary; $2: tests/fixtures/sysfs; $3: the built plugin;
-# $4: a stand-in libnccl.so.2; $5: a library whose dependency is hidden.
+# $4: a stand-in libnccl.so.2; $5: a library whose dependency is hidden;
+# $6: the tests' stand-in CollNet library.
 set -u
-cli_bin=$1 trees=$2 plugin=$3 fake_nccl=$4 needs_missing=$5
+cli_bin=$1 trees=$2 plugin=$3 fake_nccl=$4 needs_missing=$5 standin=$6
 cli() { "$cli_bin" "$@" --plugin "$plugin"; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -140,6 +141,23 @@ assert not any(n["name"].startswith("libhwloc") for n in j["plugin"]["needed"])
 assert "interface" in j["bootstrap"] and isinstance(j["nccl"], list)
 assert any(f["check"] == "link" and "eth3" in f["message"] for f in j["findings"] if f["level"] == "fail")
 PY
+
+# ---- CollNet: from which file, or why not ------------------------------------
+env -u NCCL_RAIL_COLLNET_PLUGIN -u NCCL_COLLNET_ENABLE NCCL_RAIL_SYSFS_ROOT=$tmp/rig \
+  "$cli_bin" doctor --plugin "$plugin" >"$tmp/out" 2>&1
+check "no CollNet plugin: CollNet off is not a failure, and says why" \
+  grep -q "^ok   collnet .*CollNet off: " "$tmp/out"
+NCCL_RAIL_COLLNET_PLUGIN=$standin NCCL_RAIL_SYSFS_ROOT=$tmp/rig cli doctor --json >"$tmp/cn.json" 2>&1
+NCCL_RAIL_COLLNET_PLUGIN=$standin NCCL_RAIL_SYSFS_ROOT=$tmp/rig cli doctor >"$tmp/out" 2>&1
+check "a CollNet plugin named by NCCL_RAIL_COLLNET_PLUGIN is reported with its file and ABI" \
+  grep -q "^ok   collnet .*from $standin, CollNet ABI v12" "$tmp/out"
+check "... and in --json" python3 -c "
+import json; c = json.load(open('$tmp/cn.json'))['collnet']
+assert c['available'] and c['enabled'] and c['version'] == 12 and c['path'] == '$standin', c"
+NCCL_RAIL_COLLNET_PLUGIN=$tmp/no-sharp.so NCCL_RAIL_SYSFS_ROOT=$tmp/rig cli doctor >"$tmp/out" 2>&1
+check "a CollNet plugin named but unusable fails, naming it, with the fix" \
+  sh -c "grep -q '^FAIL collnet .*no-sharp.so' '$tmp/out' &&
+         grep -A1 '^FAIL collnet' '$tmp/out' | grep -q 'fix: point NCCL_RAIL_COLLNET_PLUGIN'"
 
 # ---- options ------------------------------------------------------------------
 "$cli_bin" doctor --help >"$tmp/out" 2>&1
