@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "topology/topo_int.h"
@@ -272,7 +273,6 @@ const char *rail_topo_fp_str(const struct rail_topo_fp *fp, char *buf, size_t le
   return buf;
 }
 
-static int rail_topo_mismatch;      /* a peer differed */
 static int rail_topo_mismatch_told; /* the WARN is out */
 
 int rail_topo_fp_note_peer(const struct rail_topo_fp *peer, const char *peer_name) {
@@ -284,15 +284,13 @@ int rail_topo_fp_note_peer(const struct rail_topo_fp *peer, const char *peer_nam
       own.nics_per_group == peer->nics_per_group && own.group_mbps == peer->group_mbps &&
       own.nic_mbps == peer->nic_mbps && own.hash == peer->hash)
     return 0;
-  __atomic_store_n(&rail_topo_mismatch, 1, __ATOMIC_RELEASE);
-  if (__atomic_exchange_n(&rail_topo_mismatch_told, 1, __ATOMIC_ACQ_REL) == 0)
-    RAIL_WARN("topology differs from peer %s: ours %s (hash %08x), theirs %s (hash %08x, "
-              "version %u); the job spans unlike nodes, rails may be unbalanced",
-              peer_name ? peer_name : "?", rail_topo_fp_str(&own, a, sizeof(a)), own.hash,
+  if (__atomic_exchange_n(&rail_topo_mismatch_told, 1, __ATOMIC_ACQ_REL) == 0) {
+    char host[64] = "?";
+    gethostname(host, sizeof(host) - 1);
+    RAIL_WARN("topology of this node (%s) differs from peer %s: ours %s (hash %08x), theirs %s "
+              "(hash %08x, version %u); the job spans unlike nodes, rails may be unbalanced",
+              host, peer_name ? peer_name : "?", rail_topo_fp_str(&own, a, sizeof(a)), own.hash,
               rail_topo_fp_str(peer, b, sizeof(b)), peer->hash, peer->version);
+  }
   return 1;
-}
-
-int rail_topo_fp_job_mismatch(void) {
-  return __atomic_load_n(&rail_topo_mismatch, __ATOMIC_ACQUIRE);
 }

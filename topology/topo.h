@@ -234,12 +234,12 @@ void rail_topo_fingerprint(const struct rail_topo *topo, struct rail_topo_fp *fp
 /* "2x(2x200G) 8 GPU" for logs; returns buf. */
 const char *rail_topo_fp_str(const struct rail_topo_fp *fp, char *buf, size_t len);
 
-/* Job-wide agreement. The net plugin reports each peer's fingerprint at
- * connect; a mismatch is logged once with both fingerprints and the peer's
- * name, and returns 1. The tuner asks rail_topo_fp_job_mismatch() and leaves
- * NCCL's choice alone on a heterogeneous job. Thread-safe. */
+/* Job-wide agreement, for the people reading the log: the net plugin
+ * reports each peer's fingerprint at connect; a mismatch is logged once (a
+ * WARN naming this node's host and the peer, with both fingerprints) and
+ * returns 1. Nothing decides by it: the tuner decides from NCCL's tables,
+ * the same on every rank (tuner/tuner.h). Thread-safe. */
 int rail_topo_fp_note_peer(const struct rail_topo_fp *peer, const char *peer_name);
-int rail_topo_fp_job_mismatch(void);
 
 /* Output of `nccl-rail topo`. */
 void rail_topo_print_text(const struct rail_topo *topo, FILE *out);
