@@ -197,7 +197,7 @@ void rail_sysfs_free_list(char **names, int count) {
 static const char *hex_field(const char *s, int max, const char *ends, unsigned long *v) {
   int n = 0;
   *v = 0;
-  while (isxdigit((unsigned char)s[n]) && n <= max) {
+  while (n <= max && isxdigit((unsigned char)s[n])) {
     *v = *v * 16 + (unsigned long)(isdigit((unsigned char)s[n])
                                        ? s[n] - '0'
                                        : tolower((unsigned char)s[n]) - 'a' + 10);

@@ -2,8 +2,8 @@
 # Passes the tests on a fresh Debian/Ubuntu machine: installs what is
 # missing, builds with warnings as errors, runs every ctest entry (unit, ABI
 # harness, the Debian package, and, as root, the network-namespace rig and
-# the soft-RoCE VM rig),
-# then the unit tests again under ASan+UBSan.
+# the soft-RoCE VM rig) after a cppcheck pass, then the unit tests again
+# under ASan+UBSan, and the fuzz targets for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -22,6 +22,8 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   scripts/build.sh
 fi
+# A static pass over the product code, with the build's own flags.
+scripts/lint.sh "$build"
 (cd "$build" && ctest --output-on-failure --timeout 600)
 
 # Release (-O3) sees format truncations the default build does not: users

@@ -48,7 +48,7 @@ static void bench_dir_sum(const struct bench *b, int si, int twoway, struct benc
   const double(*ps)[BENCH_MAX_ROUNDS] = twoway ? b->twoway_s : b->oneway_s;
   const double(*rs)[BENCH_MAX_ROUNDS] = twoway ? b->raw_twoway_s : b->raw_oneway_s;
   uint64_t bytes = b->cfg.size[si] * b->cfg.iters[si] * (twoway ? 2 : 1);
-  double p[BENCH_MAX_ROUNDS], r[BENCH_MAX_ROUNDS], q[BENCH_MAX_ROUNDS];
+  double p[BENCH_MAX_ROUNDS] = {0}, r[BENCH_MAX_ROUNDS] = {0}, q[BENCH_MAX_ROUNDS] = {0};
   int n = b->cfg.rounds;
 
   for (int k = 0; k < n; k++) {

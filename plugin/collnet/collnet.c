@@ -112,7 +112,7 @@ static int rail_collnet_map_one(const struct rail_net_props *np,
                                 char *why, size_t len) {
   char names[RAIL_DEVICE_NAME];
   const char *members[NCCL_NET_MAX_DEVS_PER_NIC_V12];
-  int idx[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+  int idx[NCCL_NET_MAX_DEVS_PER_NIC_V12] = {0};
   int nm =
       rail_devmap_members(np->name, names, sizeof(names), members, NCCL_NET_MAX_DEVS_PER_NIC_V12);
   int rc;
