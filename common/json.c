@@ -164,9 +164,12 @@ void rail_json_double(struct rail_json *j, const char *key, double v) {
     rail_json_put(j, "null");
     return;
   }
-  /* The shortest precision that reads back exactly. */
+  /* The shortest precision that reads back exactly, in positional form
+   * where a reader expects one (400, not 4e+02). */
   for (int prec = 1; prec <= 17; prec++) {
+    double mag = fabs(v);
     snprintf(buf, sizeof(buf), "%.*g", prec, v);
+    if (strchr(buf, 'e') != NULL && mag >= 1e-4 && mag < 1e15) continue;
     if (strtod(buf, NULL) == v) break;
   }
   rail_json_put(j, buf);

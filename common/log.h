@@ -9,7 +9,8 @@
 #ifndef RAIL_LOG_H
 #define RAIL_LOG_H
 
-/* Levels and subsystem flags have NCCL's values (nccl-abi.md section 6). */
+/* Levels and subsystem flags have NCCL's values (ncclDebugLogLevel and
+ * ncclDebugLogSubSys in NCCL's src/include/nccl_common.h, 2.28). */
 enum rail_log_level {
   RAIL_LOG_NONE = 0,
   RAIL_LOG_VERSION = 1,

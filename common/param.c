@@ -62,6 +62,10 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
     [RAIL_PARAM_QPS_PER_RAIL] = {"NCCL_RAIL_QPS_PER_RAIL", RAIL_PARAM_T_INT, "1", 1, 4,
                                  "verbs: RC queue pairs per rail per connection (a message's "
                                  "share of a rail is split over them)"},
+    [RAIL_PARAM_COLLNET_PLUGIN] =
+        {"NCCL_RAIL_COLLNET_PLUGIN", RAIL_PARAM_T_STR, "", 0, 0,
+         "the site's CollNet (SHARP) plugin library to offer CollNet through; none = no CollNet; "
+         "empty = HPC-X's, when NCCL_COLLNET_ENABLE=1"},
 };
 
 struct rail_param_val {
@@ -178,6 +182,21 @@ long long rail_param_int(enum rail_param p) {
 const char *rail_param_str(enum rail_param p) {
   pthread_once(&rail_param_once, rail_param_load);
   return rail_param_vals[p].s;
+}
+
+void rail_param_describe(enum rail_param p, struct rail_param_info *out) {
+  const struct rail_param_def *d = &rail_param_defs[p];
+  const struct rail_param_val *v = &rail_param_vals[p];
+
+  pthread_once(&rail_param_once, rail_param_load);
+  out->name = d->name;
+  out->value = v->s;
+  out->def = d->def;
+  out->help = d->help;
+  out->is_int = d->type == RAIL_PARAM_T_INT;
+  out->from_env = v->from_env;
+  out->min = d->min;
+  out->max = d->max;
 }
 
 void rail_param_reload(void) {

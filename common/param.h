@@ -28,6 +28,7 @@ enum rail_param {
   RAIL_PARAM_TRANSPORT,          /* str: auto, socket or verbs */
   RAIL_PARAM_GID_INDEX,          /* int: RoCE GID index, -1 = automatic */
   RAIL_PARAM_QPS_PER_RAIL,       /* int: verbs RC queue pairs per rail per connection */
+  RAIL_PARAM_COLLNET_PLUGIN,     /* str: the site's CollNet (SHARP) plugin to delegate to */
   RAIL_PARAM_COUNT
 };
 
@@ -38,6 +39,16 @@ const char *rail_param_str(enum rail_param p);
 void rail_param_reload(void);
 /* Prints every tunable with its current value, default and help. */
 void rail_param_print(FILE *out);
+
+/* One tunable as `nccl-rail env --json` reports it. The strings are the
+ * table's and the environment's, valid for the life of the process. */
+struct rail_param_info {
+  const char *name, *value, *def, *help;
+  int is_int;         /* 1: an integer (value is also parsed), 0: a string */
+  int from_env;       /* 1: value came from the environment and was accepted */
+  long long min, max; /* bounds of an integer */
+};
+void rail_param_describe(enum rail_param p, struct rail_param_info *out);
 
 /* A byte size as users write it, the one syntax shared by the integer
  * NCCL_RAIL_* variables, the tuner's rule byte ranges and nccl-rail bench's

@@ -21,7 +21,29 @@ ncclResult_t rail_abi_result(int rc) {
   case -EFAULT:
   case -ENOSYS:
     return ncclInternalError;
+  case -ENOTRECOVERABLE:
+    return ncclUnhandledCudaError;
   default:
     return rc > 0 ? ncclInternalError : ncclSystemError;
+  }
+}
+
+int rail_abi_errno(ncclResult_t result) {
+  switch (result) {
+  case ncclSuccess:
+    return 0;
+  case ncclUnhandledCudaError:
+    return -ENOTRECOVERABLE;
+  case ncclSystemError:
+    return -EIO;
+  case ncclInvalidArgument:
+    return -EINVAL;
+  case ncclInvalidUsage:
+    return -EPERM;
+  case ncclRemoteError:
+    return -ECONNRESET;
+  case ncclInternalError:
+  default:
+    return -EFAULT;
   }
 }

@@ -1,96 +1,63 @@
 /* The net ABI shell: one exported const table per NCCL net version (v8 to
- * v11, i.e. NCCL 2.20 to 2.29), each slot a thin adapter onto net/net.h.
+ * v12, i.e. NCCL 2.20 to 2.31), each slot a thin adapter onto net/net.h.
  * Nothing here decides anything: it converts argument shapes, installs
  * NCCL's logger, always writes *request, and maps 0/-errno to ncclResult_t
  * in one place (rail_abi_result). */
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "net/net.h"
 #include "plugin/abi/nccl_net.h"
 #include "plugin/errors.h"
+#include "plugin/logger.h"
+#include "plugin/props.h"
 #include "common/log.h"
 
 #define RAIL_EXPORT __attribute__((visibility("default")))
 #define RAIL_NET_NAME "Rail"
 
-/* Per-communicator context of v11. NCCL calls init once per communicator
- * and finalize(ctx) at destroy, also after a failed init (ctx may be NULL). */
+/* Per-communicator context of v11 and v12. NCCL calls init once per
+ * communicator and finalize(ctx) at destroy. v12's finalize is called
+ * unconditionally, and NCCL 2.28's v11 one also after a failed init, so
+ * finalize takes ctx NULL (NCCL 2.30 src/plugin/net.cc, initCompleted). */
 struct rail_abi_ctx {
   int traffic_class;
 };
 
-static void rail_abi_install_logger(ncclDebugLogger_t logger) {
-  /* ncclDebugLogger_t takes an enum level; ours an int of the same values. */
-  if (logger != NULL) rail_log_set_logger((rail_logger_fn)(void *)logger);
-}
-
 /* ---- properties -------------------------------------------------------- */
 
-static int rail_abi_props(int dev, ncclNetProperties_v11_t *out) {
+/* Each written only on success, from the one conversion per layout that the
+ * CollNet shell shares (plugin/props.h). */
+static ncclResult_t rail_abi_get_props_v12(int dev, ncclNetProperties_v12_t *props) {
   struct rail_net_props p;
   int rc = rail_net_get_props(dev, &p);
 
-  if (rc != 0) return rc;
-  memset(out, 0, sizeof(*out));
-  out->name = (char *)p.name;
-  out->pciPath = (char *)p.pci_path;
-  out->guid = p.guid;
-  out->ptrSupport = p.ptr_support;
-  out->regIsGlobal = p.reg_is_global;
-  out->forceFlush = 0;
-  out->speed = p.speed_mbps;
-  out->port = p.port;
-  out->latency = p.latency_us;
-  out->maxComms = p.max_comms;
-  out->maxRecvs = p.max_recvs;
-  out->netDeviceType = NCCL_NET_DEVICE_HOST;
-  out->netDeviceVersion = 0;
-  out->vProps.ndevs = p.ndevs;
-  memcpy(out->vProps.devs, p.devs, sizeof(out->vProps.devs));
-  out->maxP2pBytes = p.max_p2p_bytes;
-  out->maxCollBytes = p.max_coll_bytes;
-  out->maxMultiRequestSize = 1;
-  return 0;
+  if (rc == 0) rail_abi_props_v12(&p, props);
+  return rail_abi_result(rc);
 }
 
 static ncclResult_t rail_abi_get_props_v11(int dev, ncclNetProperties_v11_t *props) {
-  ncclNetProperties_v11_t p;
-  int rc = rail_abi_props(dev, &p);
+  struct rail_net_props p;
+  int rc = rail_net_get_props(dev, &p);
 
-  if (rc == 0) *props = p;
+  if (rc == 0) rail_abi_props_v11(&p, props);
   return rail_abi_result(rc);
 }
 
 static ncclResult_t rail_abi_get_props_v10(int dev, ncclNetProperties_v10_t *props) {
-  ncclNetProperties_v11_t p;
-  int rc = rail_abi_props(dev, &p);
+  struct rail_net_props p;
+  int rc = rail_net_get_props(dev, &p);
 
-  /* v9/v10 are v11 without the trailing maxMultiRequestSize. */
-  if (rc == 0) memcpy(props, &p, sizeof(*props));
+  if (rc == 0) rail_abi_props_v10(&p, props);
   return rail_abi_result(rc);
 }
 
 static ncclResult_t rail_abi_get_props_v8(int dev, ncclNetProperties_v8_t *props) {
-  ncclNetProperties_v11_t p;
-  int rc = rail_abi_props(dev, &p);
+  struct rail_net_props p;
+  int rc = rail_net_get_props(dev, &p);
 
-  if (rc != 0) return rail_abi_result(rc);
-  props->name = p.name;
-  props->pciPath = p.pciPath;
-  props->guid = p.guid;
-  props->ptrSupport = p.ptrSupport;
-  props->regIsGlobal = p.regIsGlobal;
-  props->speed = p.speed;
-  props->port = p.port;
-  props->latency = p.latency;
-  props->maxComms = p.maxComms;
-  props->maxRecvs = p.maxRecvs;
-  props->netDeviceType = p.netDeviceType;
-  props->netDeviceVersion = p.netDeviceVersion;
-  return ncclSuccess;
+  if (rc == 0) rail_abi_props_v8(&p, props);
+  return rail_abi_result(rc);
 }
 
 /* ---- init and finalize ------------------------------------------------- */
@@ -101,7 +68,7 @@ static ncclResult_t rail_abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommC
   int rc;
 
   *ctx = NULL;
-  rail_abi_install_logger(logger);
+  rail_abi_take_logger(logger);
   c = calloc(1, sizeof(*c));
   if (c == NULL) return rail_abi_result(-ENOMEM);
   c->traffic_class = config != NULL ? config->trafficClass : -1;
@@ -125,7 +92,7 @@ static ncclResult_t rail_abi_finalize_v11(void *ctx) {
 /* NCCL 2.28's v6-v10 adapters call a NULL finalize if the old init fails,
  * so these inits always succeed; a failed discovery shows as 0 devices. */
 static void rail_abi_init_legacy(ncclDebugLogger_t logger) {
-  rail_abi_install_logger(logger);
+  rail_abi_take_logger(logger);
   if (rail_net_init() != 0) RAIL_WARN("net initialisation failed; reporting no devices");
 }
 
@@ -310,14 +277,29 @@ static ncclResult_t rail_abi_irecv_consumed(void *recv_comm, int n, void *reques
   return ncclSuccess;
 }
 
-static ncclResult_t rail_abi_make_vdevice(int *d, ncclNetVDeviceProps_t *props) {
+/* NCCL fuses up to 8 devices when its net plugin is v12 and 4 before; a
+ * count outside what the layout holds is refused before devs is read. */
+static ncclResult_t rail_abi_make_vdevice(int *d, int ndevs, const int *devs, int max) {
   int dev = -1;
   int rc;
 
-  if (props == NULL) return rail_abi_result(-EINVAL);
-  rc = rail_net_make_vdevice(props->devs, props->ndevs, &dev);
+  if (ndevs < 1 || ndevs > max) {
+    RAIL_WARN("makeVDevice: %d members; this NCCL net ABI takes 1 to %d", ndevs, max);
+    return rail_abi_result(-EINVAL);
+  }
+  rc = rail_net_make_vdevice(devs, ndevs, &dev);
   if (rc == 0) *d = dev;
   return rail_abi_result(rc);
+}
+
+static ncclResult_t rail_abi_make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t *props) {
+  if (props == NULL) return rail_abi_result(-EINVAL);
+  return rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12);
+}
+
+static ncclResult_t rail_abi_make_vdevice_v9(int *d, ncclNetVDeviceProps_t *props) {
+  if (props == NULL) return rail_abi_result(-EINVAL);
+  return rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC);
 }
 
 /* A hint about concurrency per operation; sockets have nothing to tune. */
@@ -327,29 +309,29 @@ static ncclResult_t rail_abi_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr) {
 
 /* ---- the exported tables ------------------------------------------------- */
 
+/* v11 and v12 (NCCL 2.28 and later): per-communicator contexts. v12 differs
+ * in its properties (rail and plane ids, 8-member vDevices) and in
+ * makeVDevice's struct. */
+#define RAIL_NET_ABI_V11_SLOTS                                                                     \
+  .name = RAIL_NET_NAME, .init = rail_abi_init_v11, .devices = rail_abi_devices,                   \
+  .listen = rail_abi_listen_v11, .connect = rail_abi_connect_v11, .accept = rail_abi_accept,       \
+  .regMr = rail_abi_reg_mr, .regMrDmaBuf = rail_abi_reg_mr_dmabuf, .deregMr = rail_abi_dereg_mr,   \
+  .isend = rail_abi_isend, .irecv = rail_abi_irecv, .iflush = rail_abi_iflush,                     \
+  .test = rail_abi_test, .closeSend = rail_abi_close_send, .closeRecv = rail_abi_close_recv,       \
+  .closeListen = rail_abi_close_listen, .getDeviceMr = NULL,                                       \
+  .irecvConsumed = rail_abi_irecv_consumed, .finalize = rail_abi_finalize_v11,                     \
+  .setNetAttr = rail_abi_set_net_attr
+
+RAIL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+    RAIL_NET_ABI_V11_SLOTS,
+    .getProperties = rail_abi_get_props_v12,
+    .makeVDevice = rail_abi_make_vdevice_v12,
+};
+
 RAIL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-    .name = RAIL_NET_NAME,
-    .init = rail_abi_init_v11,
-    .devices = rail_abi_devices,
+    RAIL_NET_ABI_V11_SLOTS,
     .getProperties = rail_abi_get_props_v11,
-    .listen = rail_abi_listen_v11,
-    .connect = rail_abi_connect_v11,
-    .accept = rail_abi_accept,
-    .regMr = rail_abi_reg_mr,
-    .regMrDmaBuf = rail_abi_reg_mr_dmabuf,
-    .deregMr = rail_abi_dereg_mr,
-    .isend = rail_abi_isend,
-    .irecv = rail_abi_irecv,
-    .iflush = rail_abi_iflush,
-    .test = rail_abi_test,
-    .closeSend = rail_abi_close_send,
-    .closeRecv = rail_abi_close_recv,
-    .closeListen = rail_abi_close_listen,
-    .getDeviceMr = NULL,
-    .irecvConsumed = rail_abi_irecv_consumed,
-    .makeVDevice = rail_abi_make_vdevice,
-    .finalize = rail_abi_finalize_v11,
-    .setNetAttr = rail_abi_set_net_attr,
+    .makeVDevice = rail_abi_make_vdevice_v9,
 };
 
 RAIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
@@ -372,7 +354,7 @@ RAIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     .closeListen = rail_abi_close_listen,
     .getDeviceMr = NULL,
     .irecvConsumed = rail_abi_irecv_consumed,
-    .makeVDevice = rail_abi_make_vdevice,
+    .makeVDevice = rail_abi_make_vdevice_v9,
 };
 
 RAIL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
@@ -395,7 +377,7 @@ RAIL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     .closeListen = rail_abi_close_listen,
     .getDeviceMr = NULL,
     .irecvConsumed = rail_abi_irecv_consumed,
-    .makeVDevice = rail_abi_make_vdevice,
+    .makeVDevice = rail_abi_make_vdevice_v9,
 };
 
 RAIL_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {

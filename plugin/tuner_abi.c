@@ -1,16 +1,18 @@
 /* The tuner ABI shell: one exported const table per NCCL tuner version (v2 to
- * v5, i.e. NCCL 2.19 to 2.29), each slot a thin adapter onto tuner/tuner.h.
+ * v6, i.e. NCCL 2.19 to 2.31), each slot a thin adapter onto tuner/tuner.h.
  * Nothing here decides anything: it converts argument shapes, installs
  * NCCL's logger, and maps 0/-errno to ncclResult_t in one place
  * (rail_abi_result). Every entry point returns success: an error from init
  * fails the communicator and one from getCollInfo fails the collective
- * (nccl-abi.md section 1), while a tuner that cannot decide only has to
- * leave NCCL's choice. */
+ * (NCCL src/plugin/tuner.cc and src/enqueue.cc, 2.28 to 2.31; the header
+ * comment promising a fallback is out of date), while a tuner that cannot
+ * decide only has to leave NCCL's choice. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "plugin/abi/nccl_tuner.h"
 #include "plugin/errors.h"
+#include "plugin/logger.h"
 #include "common/log.h"
 #include "tuner/tuner.h"
 
@@ -33,11 +35,6 @@ _Static_assert((int)RAIL_COLL_BROADCAST == (int)ncclFuncBroadcast &&
                    (int)RAIL_COLL_REDUCESCATTER == (int)ncclFuncReduceScatter &&
                    (int)RAIL_COLL_ALLREDUCE == (int)ncclFuncAllReduce,
                "collective ids are NCCL's");
-
-static void rail_tuner_abi_logger(ncclDebugLogger_t logger) {
-  /* ncclDebugLogger_t takes an enum level; ours an int of the same values. */
-  if (logger != NULL) rail_log_set_logger((rail_logger_fn)(void *)logger);
-}
 
 /* Builds the context; on failure (memory) the communicator goes on with
  * NCCL's own choices: ctx NULL is an inactive tuner everywhere below. */
@@ -64,16 +61,18 @@ static ncclResult_t rail_tuner_abi_init_v5(void **ctx, uint64_t commId, size_t n
                                            ncclNvlDomainInfo_v5_t *nvlDomainInfo,
                                            ncclTunerConstants_v5_t *constants) {
   /* constants are in/out; we choose per call instead of reshaping NCCL's
-   * model, so they are left exactly as NCCL filled them. */
+   * model, so they are left exactly as NCCL filled them, and never read:
+   * NCCL 2.31 calls init before it fills them (all zero). v6 passes the
+   * same structs under new names. */
   int spans = nvlDomainInfo != NULL && nvlDomainInfo->nNvlDomains > 0 &&
               (size_t)nvlDomainInfo->nNvlDomains < nNodes;
-  rail_tuner_abi_logger(logFunction);
+  rail_abi_take_logger(logFunction);
   return rail_tuner_abi_create(nRanks, nNodes, spans, ctx);
 }
 
 static ncclResult_t rail_tuner_abi_init_v4(size_t nRanks, size_t nNodes,
                                            ncclDebugLogger_t logFunction, void **ctx) {
-  rail_tuner_abi_logger(logFunction);
+  rail_abi_take_logger(logFunction);
   return rail_tuner_abi_create(nRanks, nNodes, 0, ctx);
 }
 
@@ -94,33 +93,14 @@ static ncclResult_t rail_tuner_abi_get_coll_info_v3(void *ctx, ncclFunc_t collTy
                                          numProto, 0, nChannels);
 }
 
-/* v2 has no table: what NCCL allows is reduced to two flags, and we answer
- * with an (algorithm, protocol). NCCL applies it only if that entry of its
- * own table is enabled, so an LL128 answer where LL128 is off is harmless. */
+/* v2 (NCCL 2.19) hands over no cost table, only two flags: nothing every
+ * rank holds identically says how fast the network is, so a choice could
+ * differ between ranks whose machines differ (tuner/tuner.h). NCCL's own
+ * choice stands. */
 static ncclResult_t rail_tuner_abi_get_coll_info_v2(void *ctx, ncclFunc_t collType, size_t nBytes,
                                                     int collNetSupport, int nvlsSupport,
                                                     int numPipeOps, int *algorithm, int *protocol,
                                                     int *nChannels) {
-  float table[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
-
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      table[a][p] = 1.0f;
-  for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
-    if (!nvlsSupport)
-      table[RAIL_ALGO_NVLS][p] = table[RAIL_ALGO_NVLS_TREE][p] = NCCL_ALGO_PROTO_IGNORE;
-    if (!collNetSupport)
-      table[RAIL_ALGO_COLLNET_DIRECT][p] = table[RAIL_ALGO_COLLNET_CHAIN][p] =
-          NCCL_ALGO_PROTO_IGNORE;
-  }
-  rail_tuner_get_coll_info(ctx, (int)collType, nBytes, numPipeOps, &table[0][0], RAIL_ALGO_COUNT,
-                           RAIL_PROTO_COUNT, nChannels);
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      if (table[a][p] == 0.0f) {
-        *algorithm = a;
-        *protocol = p;
-      }
   return rail_abi_result(0);
 }
 
@@ -128,6 +108,16 @@ static ncclResult_t rail_tuner_abi_finalize(void *ctx) {
   rail_tuner_destroy(ctx);
   return rail_abi_result(0);
 }
+
+/* NCCL 2.30 and later. getChunkSize stays NULL (NCCL keeps its own chunk
+ * sizes) until the model has a measured reason to lower one. */
+RAIL_EXPORT const ncclTuner_v6_t ncclTunerPlugin_v6 = {
+    .name = RAIL_TUNER_NAME,
+    .init = rail_tuner_abi_init_v5,
+    .getCollInfo = rail_tuner_abi_get_coll_info_v4,
+    .finalize = rail_tuner_abi_finalize,
+    .getChunkSize = NULL,
+};
 
 RAIL_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {
     .name = RAIL_TUNER_NAME,

@@ -1,141 +1,292 @@
 /* nccl-rail plan: what the tuner will choose, size by size, and why: the
- * predicted time and bus bandwidth of every candidate it weighed. The same
- * model and rules the plugin uses (tuner/), fed with a shape from the
- * command line or from this machine. */
+ * predicted time and bus bandwidth of every candidate it weighed, and what
+ * NCCL alone would pick. The same model and rules the plugin uses (tuner/),
+ * fed with the shape the plugin's explanation starts from
+ * (rail_tuner_shape_from_topo, for this machine or --input FILE), with what
+ * the command line says on top. */
 #include <errno.h>
+#include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "common/json.h"
 #include "common/param.h"
 #include "tools/cli.h"
 #include "topology/topo.h"
 #include "tuner/model.h"
+#include "tuner/nccl_model.h"
 #include "tuner/rules.h"
-#include "tuner/tuner.h"
+#include "tuner/shape.h"
 
 #define PLAN_MIN_LOG2 3  /* 8 B */
 #define PLAN_MAX_LOG2 32 /* 4 GiB */
+#define PLAN_JSON_SCHEMA 1
+#define PLAN_MAX_COUNT (1 << 20)
 
 static void plan_usage(FILE *out) {
   fprintf(out,
           "usage: nccl-rail plan [--nodes N] [--gpus-per-node G] [--nics R] [--nic-gbps X]\n"
-          "                      [--nvlink | --pcie] [--no-nvls] [--socket] [--latency-us U]\n"
+          "                      [--fabric F] [--socket] [--latency-us U] [--nvlink | --pcie]\n"
+          "                      [--no-nvls] [--gpu GEN] [--nvlinks L] [--sharp]\n"
           "                      [--collective C] [--input FILE] [--json]\n"
           "\n"
           "For every size from 8 B to 4 GiB: the algorithm and protocol the tuner picks,\n"
-          "why (latency-bound, bandwidth-bound, or the site rule), and the predicted\n"
-          "time (us) and nccl-tests bus bandwidth (GB/s) of every candidate.\n"
+          "why (latency-bound, bandwidth-bound, or the site rule), what NCCL alone would\n"
+          "pick, and the predicted time (us) and nccl-tests bus bandwidth (GB/s) of every\n"
+          "candidate. Options take --opt=value or --opt value.\n"
           "\n"
           "  --nodes N          nodes in the job (default 1)\n"
           "  --gpus-per-node G  ranks per node (default: the GPUs of this machine)\n"
-          "  --nics R           rails per node; a fused NIC group is one rail (default: detected)\n"
+          "  --nics R           compute rails per node; a fused NIC group is one rail\n"
+          "                     (default: detected; 0: sockets at %g Gbit/s)\n"
           "  --nic-gbps X       line rate of one rail in Gbit/s (default: detected)\n"
+          "  --fabric F         the network: ib, roce, efa, tcp or libfabric (Slingshot);\n"
+          "                     default: detected (RDMA on ib when --nics or --nic-gbps is given)\n"
+          "  --socket           TCP sockets carry the network, whatever the fabric\n"
+          "  --latency-us U     transport latency per network hop, us (default: by fabric,\n"
+          "                     %.0f for sockets, 0 for InfiniBand-class RDMA)\n"
           "  --nvlink, --pcie   how GPUs of a node connect; --nvlink means an NVSwitch board\n"
           "                     with NVLink SHARP unless --no-nvls (default: detected)\n"
-          "  --socket           the network is TCP sockets (default: detected; RDMA when\n"
-          "                     --nics or --nic-gbps is given)\n"
-          "  --latency-us U     transport latency per network hop, us (default: 0 for RDMA,\n"
-          "                     %.0f for sockets)\n"
-          "  --collective C     allreduce, allgather, reducescatter, broadcast or reduce\n"
-          "                     (default: all five)\n"
+          "  --gpu GEN          the GPU generation: v100, a100, a6000, l40, h100, h200, h800,\n"
+          "                     b200, or a compute capability (90, sm90); sets NVLink speed\n"
+          "  --nvlinks L        NVLink links per GPU (default: the generation's full count)\n"
+          "  --sharp            in-network reduction (IB SHARP) is there: CollNet candidates\n"
+          "  --collective C     allreduce, allgather, reducescatter, broadcast, reduce or all\n"
           "  --input FILE       take the node's shape from an NCCL or hwloc topology XML\n"
-          "  --json             machine-readable output\n"
+          "  --json             machine-readable output (docs/json.md)\n"
           "\n"
           "Without options it plans for this machine alone. NCCL_RAIL_TUNER_FILE rules apply\n"
-          "as in the plugin; sizes follow NCCL (total buffer for allgather/reducescatter).\n",
-          RAIL_TUNER_SOCKET_LATENCY_US);
+          "as in the plugin; sizes follow NCCL (total buffer for allgather/reducescatter).\n"
+          "Exit status: 0, 1 for an input file that cannot be read, 2 for bad options.\n",
+          RAIL_TUNER_SOCKET_GBPS, RAIL_TUNER_SOCKET_LATENCY_US);
 }
+
+/* ---- options ------------------------------------------------------------ */
 
 struct plan_opts {
   int nodes, gpus, nics;
   double gbps, latency;
-  int intra;  /* -1: detected */
-  int nvls;   /* -1: detected */
-  int socket; /* -1: detected */
-  int coll;   /* -1: all */
+  int fabric;  /* -1: detected */
+  int intra;   /* -1: detected */
+  int nvls;    /* -1: detected */
+  int socket;  /* -1: detected */
+  int sm;      /* 0: detected */
+  int nvlinks; /* 0: detected */
+  int sharp;
+  int coll; /* -1: all */
   int json;
   const char *input;
 };
 
-static int parse_int(const char *s, int min, int *out) {
-  char *end;
+enum {
+  OPT_NODES = 256,
+  OPT_GPUS,
+  OPT_NICS,
+  OPT_GBPS,
+  OPT_FABRIC,
+  OPT_SOCKET,
+  OPT_LATENCY,
+  OPT_NVLINK,
+  OPT_PCIE,
+  OPT_NO_NVLS,
+  OPT_GPU,
+  OPT_NVLINKS,
+  OPT_SHARP,
+  OPT_COLL,
+  OPT_INPUT,
+  OPT_JSON,
+  OPT_HELP,
+};
+
+static const struct option plan_options[] = {
+    {"nodes", required_argument, NULL, OPT_NODES},
+    {"gpus-per-node", required_argument, NULL, OPT_GPUS},
+    {"nics", required_argument, NULL, OPT_NICS},
+    {"nic-gbps", required_argument, NULL, OPT_GBPS},
+    {"fabric", required_argument, NULL, OPT_FABRIC},
+    {"socket", no_argument, NULL, OPT_SOCKET},
+    {"latency-us", required_argument, NULL, OPT_LATENCY},
+    {"nvlink", no_argument, NULL, OPT_NVLINK},
+    {"pcie", no_argument, NULL, OPT_PCIE},
+    {"no-nvls", no_argument, NULL, OPT_NO_NVLS},
+    {"gpu", required_argument, NULL, OPT_GPU},
+    {"nvlinks", required_argument, NULL, OPT_NVLINKS},
+    {"sharp", no_argument, NULL, OPT_SHARP},
+    {"collective", required_argument, NULL, OPT_COLL},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int bad_value(const char *opt, const char *v, const char *want) {
+  fprintf(stderr, "nccl-rail plan: --%s '%s': %s\n", opt, v, want);
+  return 2;
+}
+
+static int parse_count(const char *opt, const char *s, int min, int *out) {
+  char *end, want[64];
   long v;
   errno = 0;
   v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < min || v > 1 << 20) return -EINVAL;
+  if (errno != 0 || end == s || *end != '\0' || v < min || v > PLAN_MAX_COUNT) {
+    snprintf(want, sizeof(want), "expected a whole number from %d to %d", min, PLAN_MAX_COUNT);
+    return bad_value(opt, s, want);
+  }
   *out = (int)v;
   return 0;
 }
 
-static int parse_double(const char *s, double min, double *out) {
-  char *end;
+static int parse_real(const char *opt, const char *s, double min, double *out) {
+  char *end, want[64];
   double v;
   errno = 0;
   v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !(v >= min) || v > 1e9) return -EINVAL;
+  if (errno != 0 || end == s || *end != '\0' || !(v >= min) || v > 1e9) {
+    snprintf(want, sizeof(want), "expected a number from %g to 1e9", min);
+    return bad_value(opt, s, want);
+  }
   *out = v;
   return 0;
 }
 
+/* A GPU generation by name or compute capability; the links an H800 keeps. */
+static int parse_gpu(const char *s, struct plan_opts *o) {
+  static const struct {
+    const char *name;
+    int sm, nvlinks;
+  } gpus[] = {{"p100", 60, 0},  {"v100", 70, 0},  {"a100", 80, 0},  {"a800", 80, 8},
+              {"a6000", 86, 0}, {"3090", 86, 0},  {"l40", 89, 0},   {"l20", 89, 0},
+              {"4090", 89, 0},  {"h100", 90, 0},  {"h200", 90, 0},  {"h20", 90, 0},
+              {"h800", 90, 8},  {"gh200", 90, 0}, {"b200", 100, 0}, {"b300", 103, 0},
+              {"gb200", 100, 0}};
+  const char *num = strncasecmp(s, "sm", 2) == 0 ? s + 2 : s;
+  int sm;
+
+  for (size_t i = 0; i < sizeof(gpus) / sizeof(gpus[0]); i++)
+    if (strcasecmp(s, gpus[i].name) == 0) {
+      o->sm = gpus[i].sm;
+      if (o->nvlinks == 0) o->nvlinks = gpus[i].nvlinks;
+      return 0;
+    }
+  if (parse_count("gpu", num, 30, &sm) != 0 || sm > 200)
+    return bad_value("gpu", s, "expected v100, a100, h100, b200 ... or a compute capability (90)");
+  o->sm = sm;
+  return 0;
+}
+
+static int parse_fabric_opt(const char *s, struct plan_opts *o) {
+  o->fabric = rail_tuner_fabric_parse(s);
+  if (o->fabric <= RAIL_TUNER_FABRIC_UNKNOWN)
+    return bad_value("fabric", s, "expected ib, roce, efa, tcp or libfabric");
+  return 0;
+}
+
+static int plan_option(int c, const char *v, struct plan_opts *o) {
+  switch (c) {
+  case OPT_NODES:
+    return parse_count("nodes", v, 1, &o->nodes);
+  case OPT_GPUS:
+    return parse_count("gpus-per-node", v, 1, &o->gpus);
+  case OPT_NICS:
+    return parse_count("nics", v, 0, &o->nics);
+  case OPT_GBPS:
+    return parse_real("nic-gbps", v, 0.001, &o->gbps);
+  case OPT_LATENCY:
+    return parse_real("latency-us", v, 0, &o->latency);
+  case OPT_FABRIC:
+    return parse_fabric_opt(v, o);
+  case OPT_GPU:
+    return parse_gpu(v, o);
+  case OPT_NVLINKS:
+    return parse_count("nvlinks", v, 1, &o->nvlinks);
+  case OPT_COLL:
+    if ((o->coll = rail_tuner_coll_parse(v)) < 0 && strcasecmp(v, "all") != 0)
+      return bad_value("collective", v,
+                       "expected allreduce, allgather, reducescatter, broadcast, reduce or all");
+    return 0;
+  case OPT_SOCKET:
+    o->socket = 1;
+    return 0;
+  case OPT_NVLINK:
+  case OPT_PCIE:
+    o->intra = c == OPT_NVLINK ? RAIL_TUNER_INTRA_NVLINK : RAIL_TUNER_INTRA_PCIE;
+    return 0;
+  case OPT_NO_NVLS:
+    o->nvls = 0;
+    return 0;
+  case OPT_SHARP:
+    o->sharp = 1;
+    return 0;
+  case OPT_INPUT:
+    o->input = v;
+    return 0;
+  case OPT_JSON:
+    o->json = 1;
+    return 0;
+  default:
+    return 2;
+  }
+}
+
 /* Returns 0, 1 for --help, or 2 with the error printed. */
 static int plan_parse(int argc, char **argv, struct plan_opts *o) {
-  memset(o, 0, sizeof(*o));
-  o->intra = o->nvls = o->socket = o->coll = -1;
-  o->latency = -1;
-  o->gbps = -1;
-  o->nics = -1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int rc = 0, takes = 1;
+  int c;
 
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
-    if (strcmp(a, "--json") == 0) {
-      o->json = 1;
-      takes = 0;
-    } else if (strcmp(a, "--nvlink") == 0) {
-      o->intra = RAIL_TUNER_INTRA_NVLINK;
-      takes = 0;
-    } else if (strcmp(a, "--pcie") == 0) {
-      o->intra = RAIL_TUNER_INTRA_PCIE;
-      takes = 0;
-    } else if (strcmp(a, "--no-nvls") == 0) {
-      o->nvls = 0;
-      takes = 0;
-    } else if (strcmp(a, "--socket") == 0) {
-      o->socket = 1;
-      takes = 0;
-    } else if (v == NULL) {
-      rc = -EINVAL;
-    } else if (strcmp(a, "--nodes") == 0) {
-      rc = parse_int(v, 1, &o->nodes);
-    } else if (strcmp(a, "--gpus-per-node") == 0) {
-      rc = parse_int(v, 1, &o->gpus);
-    } else if (strcmp(a, "--nics") == 0) {
-      rc = parse_int(v, 0, &o->nics);
-    } else if (strcmp(a, "--nic-gbps") == 0) {
-      rc = parse_double(v, 0.001, &o->gbps);
-    } else if (strcmp(a, "--latency-us") == 0) {
-      rc = parse_double(v, 0, &o->latency);
-    } else if (strcmp(a, "--collective") == 0) {
-      if ((o->coll = rail_tuner_coll_parse(v)) < 0 && strcmp(v, "all") != 0) rc = -EINVAL;
-    } else if (strcmp(a, "--input") == 0) {
-      o->input = v;
-    } else {
-      rc = -EINVAL;
-    }
-    if (rc != 0) {
-      fprintf(stderr, "nccl-rail plan: bad or incomplete option '%s%s%s'\n\n", a,
-              takes && v ? " " : "", takes && v ? v : "");
+  memset(o, 0, sizeof(*o));
+  o->intra = o->nvls = o->socket = o->coll = o->fabric = o->nics = -1;
+  o->latency = o->gbps = -1;
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", plan_options, NULL)) != -1) {
+    if (c == 'h' || c == OPT_HELP) return 1;
+    if (c == '?' || c == ':') {
+      fprintf(stderr, "nccl-rail plan: %s option '%s'\n\n", optopt ? "incomplete" : "unknown",
+              argv[optind - 1]);
       plan_usage(stderr);
       return 2;
     }
-    i += takes;
+    if (plan_option(c, optarg, o) != 0) return 2;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "nccl-rail plan: unexpected argument '%s'\n\n", argv[optind]);
+    plan_usage(stderr);
+    return 2;
   }
   return 0;
 }
 
-/* The machine's shape, then the command line on top of it. */
+/* ---- the shape ---------------------------------------------------------- */
+
+/* The network the command line describes, on top of the machine's. */
+static void plan_network(const struct plan_opts *o, struct rail_tuner_shape *s) {
+  if (o->nics == 0) {
+    /* No NIC: sockets over whatever interface, as the plugin would. */
+    s->rails = 1;
+    s->rail_gbps = RAIL_TUNER_SOCKET_GBPS;
+    s->socket = 1;
+    s->fabric = RAIL_TUNER_FABRIC_TCP;
+  } else if (o->nics > 0 || o->gbps > 0) {
+    /* Rails given on the command line are RDMA NICs unless told otherwise. */
+    if (o->nics > 0) s->rails = o->nics;
+    if (o->gbps > 0) s->rail_gbps = o->gbps;
+    if (s->socket && o->socket < 0 && o->fabric < 0) {
+      s->socket = 0;
+      s->fabric = RAIL_TUNER_FABRIC_IB;
+    }
+  }
+  if (o->fabric >= 0) {
+    s->fabric = o->fabric;
+    s->socket = o->fabric == RAIL_TUNER_FABRIC_TCP;
+  }
+  if (o->socket == 1) s->socket = 1;
+  s->net_latency_us =
+      o->latency >= 0 ? o->latency : rail_tuner_fabric_latency_us(s->fabric, s->socket);
+}
+
 static int plan_shape(const struct plan_opts *o, const struct rail_topo *topo,
                       struct rail_tuner_shape *s) {
   int nodes = o->nodes > 0 ? o->nodes : 1;
@@ -144,44 +295,21 @@ static int plan_shape(const struct plan_opts *o, const struct rail_topo *topo,
   if (rail_tuner_shape_from_topo(topo, rail_param_str(RAIL_PARAM_TRANSPORT), (size_t)nodes * gpus,
                                  (size_t)nodes, s) != 0)
     return -EINVAL;
-  if (o->nics == 0) {
-    /* No NIC: sockets over whatever interface, as the plugin would. */
-    s->rails = 1;
-    s->rail_gbps = RAIL_TUNER_SOCKET_GBPS;
-    s->socket = 1;
-    s->net_latency_us = RAIL_TUNER_SOCKET_LATENCY_US;
-  } else if (o->nics > 0 || o->gbps > 0) {
-    /* Rails given on the command line are RDMA NICs unless --socket. */
-    if (o->nics > 0) s->rails = o->nics;
-    if (o->gbps > 0) s->rail_gbps = o->gbps;
-    if (o->socket < 0 && s->socket) {
-      s->socket = 0;
-      s->net_latency_us = 0;
-    }
-  }
-  if (o->socket == 1) {
-    s->socket = 1;
-    s->net_latency_us = RAIL_TUNER_SOCKET_LATENCY_US;
-  }
-  if (o->latency >= 0) s->net_latency_us = o->latency;
+  plan_network(o, s);
   if (o->intra >= 0) {
     s->intra = o->intra;
     s->nvls = o->intra == RAIL_TUNER_INTRA_NVLINK;
   }
   if (o->nvls == 0) s->nvls = 0;
+  if (o->sm > 0) s->sm = o->sm;
+  if (o->nvlinks > 0) s->nvlinks = o->nvlinks;
+  if (o->sharp) s->sharp = 1;
   return rail_tuner_shape_check(s);
 }
 
-static const char *size_str(size_t bytes, char *buf, size_t len) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && bytes % 1024 == 0 && u < 4) {
-    bytes /= 1024;
-    u++;
-  }
-  snprintf(buf, len, "%zu %s", bytes, units[u]);
-  return buf;
-}
+/* ---- rows --------------------------------------------------------------- */
+
+#define PLAN_CANDIDATES (RAIL_ALGO_COUNT * RAIL_PROTO_COUNT)
 
 struct plan_row {
   size_t bytes;
@@ -189,10 +317,31 @@ struct plan_row {
   const char *reason;
   char rule[RAIL_TUNER_RULES_PATH + 16];
   struct rail_tuner_cost chosen;
+  int nccl_algo, nccl_proto; /* NCCL's own pick from its model; -1 if none */
   int ncand;
-  int cand_algo[RAIL_ALGO_COUNT * RAIL_PROTO_COUNT], cand_proto[RAIL_ALGO_COUNT * RAIL_PROTO_COUNT];
-  struct rail_tuner_cost cand[RAIL_ALGO_COUNT * RAIL_PROTO_COUNT];
+  int cand_algo[PLAN_CANDIDATES], cand_proto[PLAN_CANDIDATES];
+  struct rail_tuner_cost cand[PLAN_CANDIDATES];
 };
+
+/* What NCCL alone would pick on this shape: the lowest of the table its
+ * model builds (tuner/nccl_model.h). */
+static void nccl_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
+                      struct plan_row *row) {
+  struct rail_nccl_view v;
+  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+  float best = -1;
+
+  rail_tuner_nccl_view(s, 0.0, &v);
+  rail_nccl_table(&v, coll, bytes, 1, t);
+  row->nccl_algo = row->nccl_proto = -1;
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (t[a][p] >= 0 && (best < 0 || t[a][p] < best)) {
+        best = t[a][p];
+        row->nccl_algo = a;
+        row->nccl_proto = p;
+      }
+}
 
 /* One size: every candidate's cost, then the choice the plugin would make
  * (a site rule first, as in tuner.c). */
@@ -209,7 +358,7 @@ static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
         row->cand_algo[row->ncand] = a;
         row->cand_proto[row->ncand++] = p;
       }
-  if (rail_tuner_decide(s, coll, bytes, 1, NULL, &c) != 0) return -ENOENT;
+  if (rail_tuner_decide(s, coll, bytes, 1, NULL, 0, &c) != 0) return -ENOENT;
   row->algo = c.algo;
   row->proto = c.proto;
   row->chosen = c.cost;
@@ -222,8 +371,30 @@ static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
     snprintf(row->rule, sizeof(row->rule), "rule %s:%d", rules->path, rule->line);
     row->reason = row->rule;
   }
+  nccl_pick(s, coll, bytes, row);
   return 0;
 }
+
+static const char *size_str(size_t bytes, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && bytes % 1024 == 0 && u < 4) {
+    bytes /= 1024;
+    u++;
+  }
+  snprintf(buf, len, "%zu %s", bytes, units[u]);
+  return buf;
+}
+
+static const char *pair_str(int algo, int proto, char *buf, size_t len) {
+  if (algo < 0)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%s/%s", rail_tuner_algo_name(algo), rail_tuner_proto_name(proto));
+  return buf;
+}
+
+/* ---- text --------------------------------------------------------------- */
 
 /* Numbers that stay narrow from 8 B to 4 GiB: no exponents. */
 static const char *num_str(double v, char *buf, size_t len) {
@@ -238,88 +409,128 @@ static const char *num_str(double v, char *buf, size_t len) {
   return buf;
 }
 
-static void print_text_coll(const struct rail_tuner_shape *s, int coll,
-                            const struct rail_tuner_rules *rules) {
-  struct plan_row row;
-  char sz[32], cell[64], t[24], b[24];
+static void print_text_header(const struct plan_row *row) {
+  char cell[64];
+  printf("%9s  %-18s %-16s %-18s", "size", "choice", "reason", "nccl alone");
+  for (int k = 0; k < row->ncand; k++)
+    printf(" %17s", pair_str(row->cand_algo[k], row->cand_proto[k], cell, sizeof(cell)));
+  printf("\n");
+}
 
-  printf("\n%s: time us / busbw GB/s of each candidate, * = chosen\n", rail_tuner_coll_name(coll));
-  if (plan_row(s, coll, 8, rules, &row) != 0) {
-    printf("  no candidate for this shape\n");
-    return;
-  }
-  printf("%9s  %-18s %-16s", "size", "choice", "reason");
-  for (int k = 0; k < row.ncand; k++) {
-    snprintf(cell, sizeof(cell), "%s/%s", rail_tuner_algo_name(row.cand_algo[k]),
-             rail_tuner_proto_name(row.cand_proto[k]));
+static void print_text_row(const struct plan_row *row) {
+  char sz[32], cell[64], nccl[64], t[24], b[24];
+
+  printf("%9s  %-18s %-16s %-18s", size_str(row->bytes, sz, sizeof(sz)),
+         pair_str(row->algo, row->proto, cell, sizeof(cell)), row->reason,
+         pair_str(row->nccl_algo, row->nccl_proto, nccl, sizeof(nccl)));
+  for (int k = 0; k < row->ncand; k++) {
+    int chosen = row->cand_algo[k] == row->algo && row->cand_proto[k] == row->proto;
+    snprintf(cell, sizeof(cell), "%s%s/%s", chosen ? "*" : "",
+             num_str(row->cand[k].time_us, t, sizeof(t)),
+             num_str(row->cand[k].busbw_gbs, b, sizeof(b)));
     printf(" %17s", cell);
   }
   printf("\n");
-  for (int l = PLAN_MIN_LOG2; l <= PLAN_MAX_LOG2; l++) {
-    if (plan_row(s, coll, (size_t)1 << l, rules, &row) != 0) continue;
-    snprintf(cell, sizeof(cell), "%s/%s", rail_tuner_algo_name(row.algo),
-             rail_tuner_proto_name(row.proto));
-    printf("%9s  %-18s %-16s", size_str(row.bytes, sz, sizeof(sz)), cell, row.reason);
-    for (int k = 0; k < row.ncand; k++) {
-      int chosen = row.cand_algo[k] == row.algo && row.cand_proto[k] == row.proto;
-      snprintf(cell, sizeof(cell), "%s%s/%s", chosen ? "*" : "",
-               num_str(row.cand[k].time_us, t, sizeof(t)),
-               num_str(row.cand[k].busbw_gbs, b, sizeof(b)));
-      printf(" %17s", cell);
-    }
-    printf("\n");
-  }
 }
 
-static void print_json_shape(const struct rail_tuner_shape *s) {
-  printf("\"shape\": {\"nodes\": %d, \"gpus_per_node\": %d, \"ranks\": %d, \"rails\": %d, "
-         "\"rail_gbps\": %g, \"intra\": \"%s\", \"nvls\": %s, \"socket\": %s, "
-         "\"net_latency_us\": %g}",
-         s->nodes, s->gpus_per_node, s->ranks, s->rails, s->rail_gbps,
-         s->intra == RAIL_TUNER_INTRA_NVLINK ? "nvlink" : "pcie", s->nvls ? "true" : "false",
-         s->socket ? "true" : "false", s->net_latency_us);
-}
-
-static void print_json_str(const char *s) {
-  putchar('"');
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\')
-      printf("\\%c", *s);
-    else if ((unsigned char)*s < 0x20)
-      printf("\\u%04x", *s);
-    else
-      putchar(*s);
-  }
-  putchar('"');
-}
-
-static void print_json_coll(const struct rail_tuner_shape *s, int coll,
-                            const struct rail_tuner_rules *rules, int first) {
+static void print_text_coll(const struct rail_tuner_shape *s, int coll,
+                            const struct rail_tuner_rules *rules) {
   struct plan_row row;
-  int n = 0;
 
-  printf("%s\n    {\"name\": \"%s\", \"sizes\": [", first ? "" : ",", rail_tuner_coll_name(coll));
-  for (int l = PLAN_MIN_LOG2; l <= PLAN_MAX_LOG2; l++) {
-    if (plan_row(s, coll, (size_t)1 << l, rules, &row) != 0) continue;
-    printf("%s\n      {\"bytes\": %zu, \"algo\": \"%s\", \"proto\": \"%s\", \"reason\": ",
-           n++ ? "," : "", row.bytes, rail_tuner_algo_name(row.algo),
-           rail_tuner_proto_name(row.proto));
-    print_json_str(row.reason);
-    printf(", \"time_us\": %.6g, \"busbw_gbs\": %.6g, \"candidates\": [", row.chosen.time_us,
-           row.chosen.busbw_gbs);
-    for (int k = 0; k < row.ncand; k++)
-      printf("%s{\"algo\": \"%s\", \"proto\": \"%s\", \"time_us\": %.6g, \"busbw_gbs\": %.6g, "
-             "\"latency_us\": %.6g, \"algbw_gbs\": %.6g}",
-             k ? ", " : "", rail_tuner_algo_name(row.cand_algo[k]),
-             rail_tuner_proto_name(row.cand_proto[k]), row.cand[k].time_us, row.cand[k].busbw_gbs,
-             row.cand[k].latency_us, row.cand[k].algbw_gbs);
-    printf("]}");
+  printf("\n%s: time us / busbw GB/s of each candidate, * = chosen\n", rail_tuner_coll_name(coll));
+  if (plan_row(s, coll, 8, rules, &row) != 0) {
+    printf("  no candidate for this shape: NCCL decides\n");
+    return;
   }
-  printf("\n    ]}");
+  print_text_header(&row);
+  for (int l = PLAN_MIN_LOG2; l <= PLAN_MAX_LOG2; l++)
+    if (plan_row(s, coll, (size_t)1 << l, rules, &row) == 0) print_text_row(&row);
 }
+
+/* ---- json --------------------------------------------------------------- */
+
+/* A number to six significant digits, what the model can claim: whole
+ * numbers as integers, the rest in the writer's shortest form. */
+static void json_num(struct rail_json *j, const char *key, double v) {
+  char buf[32];
+
+  if (isfinite(v)) {
+    snprintf(buf, sizeof(buf), "%.6g", v);
+    v = strtod(buf, NULL);
+  }
+  if (isfinite(v) && v == floor(v) && fabs(v) < 1e15)
+    rail_json_int(j, key, (long long)v);
+  else
+    rail_json_double(j, key, v);
+}
+
+static void json_shape(struct rail_json *j, const struct rail_tuner_shape *s) {
+  rail_json_object(j, "shape", RAIL_JSON_INLINE);
+  rail_json_int(j, "nodes", s->nodes);
+  rail_json_int(j, "gpus_per_node", s->gpus_per_node);
+  rail_json_int(j, "ranks", s->ranks);
+  rail_json_int(j, "rails", s->rails);
+  json_num(j, "rail_gbps", s->rail_gbps);
+  rail_json_str(j, "intra", s->intra == RAIL_TUNER_INTRA_NVLINK ? "nvlink" : "pcie");
+  rail_json_bool(j, "nvls", s->nvls);
+  rail_json_bool(j, "socket", s->socket);
+  json_num(j, "net_latency_us", s->net_latency_us);
+  json_num(j, "total_gbps", s->rails * s->rail_gbps);
+  rail_json_str(j, "fabric", rail_tuner_fabric_name(s->fabric));
+  rail_json_int(j, "sm", s->sm);
+  rail_json_int(j, "nvlinks", s->nvlinks);
+  rail_json_bool(j, "sharp", s->sharp);
+  rail_json_bool(j, "mnnvl", s->mnnvl);
+  rail_json_object_end(j);
+}
+
+static void json_cost(struct rail_json *j, const struct rail_tuner_cost *c, int full) {
+  json_num(j, "time_us", c->time_us);
+  json_num(j, "busbw_gbs", c->busbw_gbs);
+  if (!full) return;
+  json_num(j, "latency_us", c->latency_us);
+  json_num(j, "algbw_gbs", c->algbw_gbs);
+}
+
+static void json_row(struct rail_json *j, const struct plan_row *row) {
+  rail_json_object(j, NULL, RAIL_JSON_INLINE);
+  rail_json_uint(j, "bytes", row->bytes);
+  rail_json_str(j, "algo", rail_tuner_algo_name(row->algo));
+  rail_json_str(j, "proto", rail_tuner_proto_name(row->proto));
+  rail_json_str(j, "reason", row->reason);
+  json_cost(j, &row->chosen, 0);
+  rail_json_str(j, "nccl_algo", row->nccl_algo < 0 ? NULL : rail_tuner_algo_name(row->nccl_algo));
+  rail_json_str(j, "nccl_proto",
+                row->nccl_proto < 0 ? NULL : rail_tuner_proto_name(row->nccl_proto));
+  rail_json_array(j, "candidates", RAIL_JSON_INLINE);
+  for (int k = 0; k < row->ncand; k++) {
+    rail_json_object(j, NULL, RAIL_JSON_INLINE);
+    rail_json_str(j, "algo", rail_tuner_algo_name(row->cand_algo[k]));
+    rail_json_str(j, "proto", rail_tuner_proto_name(row->cand_proto[k]));
+    json_cost(j, &row->cand[k], 1);
+    rail_json_object_end(j);
+  }
+  rail_json_array_end(j);
+  rail_json_object_end(j);
+}
+
+static void json_coll(struct rail_json *j, const struct rail_tuner_shape *s, int coll,
+                      const struct rail_tuner_rules *rules) {
+  struct plan_row row;
+
+  rail_json_object(j, NULL, RAIL_JSON_BLOCK);
+  rail_json_str(j, "name", rail_tuner_coll_name(coll));
+  rail_json_array(j, "sizes", RAIL_JSON_BLOCK);
+  for (int l = PLAN_MIN_LOG2; l <= PLAN_MAX_LOG2; l++)
+    if (plan_row(s, coll, (size_t)1 << l, rules, &row) == 0) json_row(j, &row);
+  rail_json_array_end(j);
+  rail_json_object_end(j);
+}
+
+/* ---- notes -------------------------------------------------------------- */
 
 /* Why the plugin would not act, or NULL. */
-static const char *plan_inactive_note(void) {
+static const char *plan_inactive_note(const struct rail_tuner_shape *s) {
   const char *algo = getenv("NCCL_ALGO"), *proto = getenv("NCCL_PROTO");
   if ((algo && algo[0]) || (proto && proto[0]))
     return "NCCL_ALGO or NCCL_PROTO is set: the plugin leaves NCCL's choice alone, this is "
@@ -327,76 +538,127 @@ static const char *plan_inactive_note(void) {
   if (!rail_param_int(RAIL_PARAM_TUNER))
     return "NCCL_RAIL_TUNER=0: the plugin leaves NCCL's choice alone, this is what it would "
            "pick otherwise";
+  if (s->mnnvl)
+    return "NVLink joins the nodes (multi-node NVLink): the plugin leaves these collectives to "
+           "NCCL";
   return NULL;
+}
+
+/* The fabric the plugin will decide with: NCCL's table cannot show it, so
+ * only the rules file's "fabric" line tells. A note where that differs from
+ * the shape planned for, NULL otherwise. */
+static const char *plan_fabric_note(const struct rail_tuner_shape *s,
+                                    const struct rail_tuner_rules *rules, char *buf, size_t len) {
+  int planned = s->socket ? RAIL_TUNER_FABRIC_TCP : s->fabric;
+  int declared = rules ? rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
+  /* An unnamed fabric is modelled as InfiniBand. */
+  int runtime = declared ? declared : RAIL_TUNER_FABRIC_IB;
+
+  if (s->nodes < 2 || planned == runtime || planned == RAIL_TUNER_FABRIC_UNKNOWN) return NULL;
+  snprintf(buf, len,
+           "this plan is for %s; the plugin sees the fabric only through NCCL_RAIL_TUNER_FILE, "
+           "which %s: add the line \"fabric %s\" to that file on every node",
+           rail_tuner_fabric_name(planned),
+           declared ? "names another" : "does not name one (InfiniBand-class assumed)",
+           rail_tuner_fabric_name(planned));
+  return buf;
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+struct plan_out {
+  const struct rail_tuner_shape *s;
+  const struct rail_tuner_rules *rules;
+  const char *note, *fabric_note;
+  int coll;
+};
+
+/* The order users think in: AllReduce first. */
+static int nth_coll(int c) { return RAIL_COLL_COUNT - 1 - c; }
+
+static int plan_print_json(const struct plan_out *p) {
+  struct rail_json j;
+
+  rail_json_begin(&j, stdout);
+  rail_json_object(&j, NULL, RAIL_JSON_BLOCK);
+  rail_json_int(&j, "schema", PLAN_JSON_SCHEMA);
+  json_shape(&j, p->s);
+  rail_json_bool(&j, "tuner_active", p->note == NULL);
+  rail_json_str(&j, "rules", p->rules ? p->rules->path : NULL);
+  rail_json_str(&j, "runtime_fabric",
+                rail_tuner_fabric_name(p->rules ? p->rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN));
+  rail_json_str(&j, "note", p->note);
+  rail_json_str(&j, "fabric_note", p->fabric_note);
+  rail_json_array(&j, "collectives", RAIL_JSON_BLOCK);
+  for (int c = 0; c < RAIL_COLL_COUNT; c++)
+    if (p->coll < 0 || nth_coll(c) == p->coll) json_coll(&j, p->s, nth_coll(c), p->rules);
+  rail_json_array_end(&j);
+  rail_json_object_end(&j);
+  if (rail_json_end(&j) != 0) {
+    fprintf(stderr, "nccl-rail plan: writing the JSON failed\n");
+    return 1;
+  }
+  return 0;
+}
+
+static int plan_print_text(const struct plan_out *p) {
+  char buf[256];
+
+  printf("nccl-rail plan for %s\n", rail_tuner_shape_str(p->s, buf, sizeof(buf)));
+  if (p->rules)
+    printf("site rules: %s (%d rules, fnv1a64 %016llx)\n", p->rules->path, p->rules->nrules,
+           (unsigned long long)p->rules->hash);
+  if (p->note) printf("note: %s\n", p->note);
+  if (p->fabric_note) printf("note: %s\n", p->fabric_note);
+  for (int c = 0; c < RAIL_COLL_COUNT; c++)
+    if (p->coll < 0 || nth_coll(c) == p->coll) print_text_coll(p->s, nth_coll(c), p->rules);
+  return 0;
+}
+
+static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
+  struct rail_tuner_rules *rules = NULL;
+  struct rail_tuner_shape s;
+  struct plan_out p = {.s = &s, .coll = o->coll};
+  const char *rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
+  char fabric_note[320];
+  int rc;
+
+  if (plan_shape(o, topo, &s) != 0) {
+    fprintf(stderr, "nccl-rail plan: this shape cannot be modelled; see --help\n");
+    return 2;
+  }
+  if (s.ranks < 2) {
+    fprintf(stderr,
+            "nccl-rail plan: %s has one rank: nothing to choose; give --nodes N or "
+            "--gpus-per-node G\n",
+            o->input ? o->input : "this machine");
+    return 0;
+  }
+  /* The loader reports bad lines (file:line) on stderr, as the plugin would. */
+  if (rules_path[0] != '\0') rail_tuner_rules_load(rules_path, &rules);
+  p.rules = rules;
+  p.note = plan_inactive_note(&s);
+  p.fabric_note = plan_fabric_note(&s, rules, fabric_note, sizeof(fabric_note));
+  rc = o->json ? plan_print_json(&p) : plan_print_text(&p);
+  rail_tuner_rules_free(rules);
+  return rc;
 }
 
 int rail_cmd_plan(int argc, char **argv) {
   struct plan_opts o;
   struct rail_topo *loaded = NULL;
-  const struct rail_topo *topo;
-  struct rail_tuner_rules *rules = NULL;
-  struct rail_tuner_shape s;
-  const char *rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE), *note;
-  char buf[192];
-  int rc = plan_parse(argc, argv, &o), first = 1;
+  int rc = plan_parse(argc, argv, &o);
 
   if (rc == 1) {
     plan_usage(stdout);
     return 0;
   }
   if (rc != 0) return rc;
-  if (o.input != NULL) {
-    if (rail_topo_load_file(o.input, &loaded) != 0) {
-      fprintf(stderr, "nccl-rail plan: no topology from %s\n", o.input);
-      return 1;
-    }
-    topo = loaded;
-  } else {
-    topo = rail_topo_get();
+  if (o.input != NULL && rail_topo_load_file(o.input, &loaded) != 0) {
+    fprintf(stderr, "nccl-rail plan: no topology from %s\n", o.input);
+    return 1;
   }
-  if (plan_shape(&o, topo, &s) != 0) {
-    fprintf(stderr, "nccl-rail plan: this shape cannot be modelled; see --help\n");
-    rc = 2;
-    goto free_topo;
-  }
-  if (s.ranks < 2) {
-    fprintf(stderr,
-            "nccl-rail plan: %s has one rank: nothing to choose; give --nodes N or "
-            "--gpus-per-node G\n",
-            o.input ? o.input : "this machine");
-    rc = 0;
-    goto free_topo;
-  }
-  /* The loader reports bad lines (file:line) on stderr, as the plugin would. */
-  if (rules_path[0] != '\0') rail_tuner_rules_load(rules_path, &rules);
-  note = plan_inactive_note();
-  if (o.json) {
-    printf("{");
-    print_json_shape(&s);
-    printf(", \"tuner_active\": %s, \"rules\": ", note ? "false" : "true");
-    if (rules)
-      print_json_str(rules->path);
-    else
-      printf("null");
-    printf(",\n  \"collectives\": [");
-  } else {
-    printf("nccl-rail plan for %s\n", rail_tuner_shape_str(&s, buf, sizeof(buf)));
-    if (rules) printf("site rules: %s (%d rules)\n", rules->path, rules->nrules);
-    if (note) printf("note: %s\n", note);
-  }
-  for (int c = 0; c < RAIL_COLL_COUNT; c++) {
-    /* The order users think in: AllReduce first. */
-    int coll = RAIL_COLL_COUNT - 1 - c;
-    if (o.coll >= 0 && coll != o.coll) continue;
-    if (o.json)
-      print_json_coll(&s, coll, rules, first);
-    else
-      print_text_coll(&s, coll, rules);
-    first = 0;
-  }
-  if (o.json) printf("\n  ]}\n");
-  rail_tuner_rules_free(rules);
-free_topo:
+  rc = plan_run(&o, loaded ? loaded : rail_topo_get());
   rail_topo_free(loaded);
   return rc;
 }

@@ -23,11 +23,13 @@
 #define ND_V9(nd) ((const ncclNet_v9_t *)(nd)->table)
 #define ND_V10(nd) ((const ncclNet_v10_t *)(nd)->table)
 #define ND_V11(nd) ((const ncclNet_v11_t *)(nd)->table)
+#define ND_V12(nd) ((const ncclNet_v12_t *)(nd)->table)
 
 /* Per-call slot dispatch: every version keeps slots in the same order, but
  * the struct types differ, so pick the member through the right type. */
 #define ND_SLOT(nd, member)                                                                        \
-  ((nd)->version == 11   ? (void (*)(void))ND_V11(nd)->member                                      \
+  ((nd)->version == 12   ? (void (*)(void))ND_V12(nd)->member                                      \
+   : (nd)->version == 11 ? (void (*)(void))ND_V11(nd)->member                                      \
    : (nd)->version == 10 ? (void (*)(void))ND_V10(nd)->member                                      \
    : (nd)->version == 9  ? (void (*)(void))ND_V9(nd)->member                                       \
                          : (void (*)(void))ND_V8(nd)->member)
@@ -105,8 +107,8 @@ int rail_nd_bind(struct rail_nd *nd, void *dl, int version) {
   char sym[32];
   void *table;
 
-  if (version < 8 || version > 11) {
-    fprintf(stderr, "netdrive: net ABI version %d is not one of 8..11\n", version);
+  if (version < 8 || version > 12) {
+    fprintf(stderr, "netdrive: net ABI version %d is not one of 8..12\n", version);
     return -EINVAL;
   }
   snprintf(sym, sizeof(sym), "ncclNetPlugin_v%d", version);
@@ -129,10 +131,13 @@ int rail_nd_init(struct rail_nd *nd) {
   int rc;
 
   switch (nd->version) {
+  case 12:
   case 11: {
     /* A per-communicator id, as NCCL derives one from the comm hash. */
     uint64_t comm_id = ((uint64_t)getpid() << 16) ^ rail_nd_now_ns();
-    rc = ND_V11(nd)->init(&nd->ctx, comm_id, &nd->config, rail_nd_logger, rail_nd_profiler);
+    rc = nd->version == 12
+             ? ND_V12(nd)->init(&nd->ctx, comm_id, &nd->config, rail_nd_logger, rail_nd_profiler)
+             : ND_V11(nd)->init(&nd->ctx, comm_id, &nd->config, rail_nd_logger, rail_nd_profiler);
     break;
   }
   case 10:
@@ -152,6 +157,7 @@ int rail_nd_init(struct rail_nd *nd) {
 int rail_nd_finalize(struct rail_nd *nd) {
   int rc = ncclSuccess;
 
+  if (nd->version == 12) rc = ND_V12(nd)->finalize(nd->ctx);
   if (nd->version == 11) rc = ND_V11(nd)->finalize(nd->ctx);
   nd->ctx = NULL;
   nd->inited = 0;
@@ -167,6 +173,20 @@ int rail_nd_props(struct rail_nd *nd, int dev, ncclNetProperties_v11_t *props) {
   int rc;
 
   memset(props, 0, sizeof(*props));
+  if (nd->version == 12) {
+    /* v11's layout up to vProps; the members past 4 and the rail and plane
+     * ids have no place in it. */
+    ncclNetProperties_v12_t p12;
+    rc = ND_V12(nd)->getProperties(dev, &p12);
+    if (rc != ncclSuccess) return rc;
+    memcpy(props, &p12, offsetof(ncclNetProperties_v11_t, vProps));
+    props->vProps.ndevs = p12.vProps.ndevs;
+    memcpy(props->vProps.devs, p12.vProps.devs, sizeof(props->vProps.devs));
+    props->maxP2pBytes = p12.maxP2pBytes;
+    props->maxCollBytes = p12.maxCollBytes;
+    props->maxMultiRequestSize = p12.maxMultiRequestSize;
+    return rc;
+  }
   if (nd->version == 11) return ND_V11(nd)->getProperties(dev, props);
   if (nd->version == 10 || nd->version == 9) {
     /* v9 and v10 are the v11 layout without its last field. */
@@ -197,7 +217,9 @@ int rail_nd_props(struct rail_nd *nd, int dev, ncclNetProperties_v11_t *props) {
 int rail_nd_listen(struct rail_nd *nd, int dev, void *handle, void **listen_comm) {
   int rc;
 
-  if (nd->version == 11)
+  if (nd->version == 12)
+    rc = ND_V12(nd)->listen(nd->ctx, dev, handle, listen_comm);
+  else if (nd->version == 11)
     rc = ND_V11(nd)->listen(nd->ctx, dev, handle, listen_comm);
   else if (nd->version == 10)
     rc = ND_V10(nd)->listen(dev, handle, listen_comm);
@@ -212,7 +234,9 @@ int rail_nd_connect(struct rail_nd *nd, int dev, void *handle, void **send_comm)
   ncclNetDeviceHandle_t *dev_handle = NULL; /* host plugins: a pointer to NULL */
   int rc;
 
-  if (nd->version == 11)
+  if (nd->version == 12)
+    rc = ND_V12(nd)->connect(nd->ctx, dev, handle, send_comm, &dev_handle);
+  else if (nd->version == 11)
     rc = ND_V11(nd)->connect(nd->ctx, dev, handle, send_comm, &dev_handle);
   else if (nd->version == 10)
     rc = ND_V10(nd)->connect(dev, &nd->config, handle, send_comm, &dev_handle);
@@ -258,6 +282,9 @@ int rail_nd_isend(struct rail_nd *nd, void *send_comm, void *data, size_t size, 
   int rc;
 
   switch (nd->version) {
+  case 12:
+    rc = ND_V12(nd)->isend(send_comm, data, size, tag, mhandle, &rail_nd_phandle_storage, &req);
+    break;
   case 11:
     rc = ND_V11(nd)->isend(send_comm, data, size, tag, mhandle, &rail_nd_phandle_storage, &req);
     break;
@@ -284,6 +311,9 @@ int rail_nd_irecv(struct rail_nd *nd, void *recv_comm, void *data, size_t size, 
   int rc;
 
   switch (nd->version) {
+  case 12:
+    rc = ND_V12(nd)->irecv(recv_comm, 1, &data, &size, &tag, &mhandle, &phandle, &req);
+    break;
   case 11:
     rc = ND_V11(nd)->irecv(recv_comm, 1, &data, &size, &tag, &mhandle, &phandle, &req);
     break;

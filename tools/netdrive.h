@@ -2,7 +2,7 @@
  * conformance harness (tests/abi, which dlopens the built .so) and by
  * `nccl-rail bench` (which drives the in-process ncclNetPlugin_v11 table).
  *
- * One struct rail_nd wraps one exported table of any version 8..11 behind
+ * One struct rail_nd wraps one exported table of any version 8..12 behind
  * version-neutral calls, so every scenario and measurement is written once.
  * The wrappers behave like NCCL's proxy: *request is pre-filled with a
  * sentinel that the plugin must overwrite, test() gets a zeroed 64-int size
@@ -32,10 +32,10 @@
 #define RAIL_ND_SEND_SENTINEL ((void *)0x5e4d)
 
 struct rail_nd {
-  int version;       /* 8..11 */
+  int version;       /* 8..12 */
   const void *table; /* ncclNet_v<version>_t */
   const char *name;  /* the table's name member */
-  void *ctx;         /* v11: the context init returned */
+  void *ctx;         /* v11, v12: the context init returned */
   int inited;
   ncclNetCommConfig_t config; /* what v10 connect and v11 init receive */
   /* Counts of ABI rule breaks seen by the wrappers (each also printed). */
@@ -54,12 +54,13 @@ void *rail_nd_open(const char *plugin, char *opened, size_t opened_len);
 int rail_nd_bind(struct rail_nd *nd, void *dl, int version);
 void rail_nd_bind_table(struct rail_nd *nd, int version, const void *table);
 
-/* init (per communicator for v11, per process before), devices, and
+/* init (per communicator for v11 and v12, per process before), devices, and
  * getProperties normalised to the v11 layout: fields the version lacks
  * (v8: forceFlush, vProps, maxP2pBytes, maxCollBytes; v8-v10:
- * maxMultiRequestSize) are left zero. */
+ * maxMultiRequestSize) are left zero; v12's rail and plane ids and vProps
+ * members past 4 are dropped (read the v12 table for those). */
 int rail_nd_init(struct rail_nd *nd);
-int rail_nd_finalize(struct rail_nd *nd); /* v11 finalize(ctx); no-op before v11 */
+int rail_nd_finalize(struct rail_nd *nd); /* v11/v12 finalize(ctx); no-op before v11 */
 int rail_nd_devices(struct rail_nd *nd, int *ndev);
 int rail_nd_props(struct rail_nd *nd, int dev, ncclNetProperties_v11_t *props);
 

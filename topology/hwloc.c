@@ -1,18 +1,23 @@
-/* hwloc: this machine, live. hwloc gives NUMA nodes with their CPUs and the
- * PCI tree; NICs come from sysfs (speed, state and the RDMA<->netdev mapping
- * are not in hwloc). Exports (lstopo --of xml) are read by hwloc_xml.c: the
- * hwloc a distribution ships may not import a newer hwloc's files. */
+/* hwloc: this machine, live, through the dlopen'ed libhwloc (hwloc_api.h).
+ * hwloc gives NUMA nodes with their CPUs and the PCI tree; NICs come from
+ * sysfs (speed, state and the RDMA<->netdev mapping are not in hwloc).
+ * Exports (lstopo --of xml) are read by hwloc_xml.c: the hwloc a
+ * distribution ships may not import a newer hwloc's files. hwloc reads
+ * /sys under HWLOC_FSROOT when that is set, which is how tests run this
+ * path against a fake tree. */
 #include <errno.h>
-#include <hwloc.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "topology/hwloc_api.h"
 #include "topology/topo_int.h"
 
 static const char *const rail_hwloc_skip[] = {"pci",  "gl",   "opencl",   "cuda",
                                               "nvml", "rsmi", "levelzero"};
 
 struct hwloc_ctx {
+  const struct rail_topo_hwloc_api *api;
   hwloc_topology_t t;
   struct rail_topo *topo;
   int told_full;
@@ -24,12 +29,15 @@ static void note_full(struct hwloc_ctx *c, const char *what) {
   RAIL_INFO(RAIL_SUBSYS_INIT, "hwloc: more %s than the model holds; the rest are ignored", what);
 }
 
-/* NUMA node (index in numa[]) of an I/O object: its CPU-side ancestor's, if
+/* NUMA node (index in numa[]) of an I/O object: its CPU-side ancestor's
+ * (the first with a cpuset, as hwloc_get_non_io_ancestor_obj walks), if
  * that covers exactly one node. */
 static int obj_numa(struct hwloc_ctx *c, hwloc_obj_t obj) {
-  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(c->t, obj);
-  if (anc == NULL || anc->nodeset == NULL || hwloc_bitmap_weight(anc->nodeset) != 1) return -1;
-  return rail_topo_numa_index(c->topo, hwloc_bitmap_first(anc->nodeset));
+  hwloc_obj_t anc = obj;
+  while (anc != NULL && anc->cpuset == NULL)
+    anc = anc->parent;
+  if (anc == NULL || anc->nodeset == NULL || c->api->bitmap_weight(anc->nodeset) != 1) return -1;
+  return rail_topo_numa_index(c->topo, c->api->bitmap_first(anc->nodeset));
 }
 
 static void bus_id(char *buf, size_t len, const struct hwloc_pcidev_attr_s *pci) {
@@ -45,25 +53,31 @@ static int is_nvswitch(hwloc_obj_t obj) {
 
 static int add_pcidev(struct hwloc_ctx *c, hwloc_obj_t obj, int parent) {
   unsigned cls = obj->attr->pcidev.class_id;
-  int vendor = obj->attr->pcidev.vendor_id, idx;
+  int vendor = obj->attr->pcidev.vendor_id, idx, g;
   char bus[16];
 
+  bus_id(bus, sizeof(bus), &obj->attr->pcidev);
   if (is_nvswitch(obj)) {
-    c->topo->nvswitches++;
+    rail_topo_add_nvswitch(c->topo, bus);
     return 0;
   }
   /* Storage, USB, the BMC's VGA: no part in GPU-NIC paths. */
   if (!rail_topo_class_is_gpu(cls, vendor) && !rail_topo_class_is_nic(cls) && (cls >> 8) != 0x02)
     return 0;
-  bus_id(bus, sizeof(bus), &obj->attr->pcidev);
   idx = rail_topo_add_pci(c->topo, bus, RAIL_PCI_DEVICE, cls, parent, obj_numa(c, obj));
   if (idx < 0) {
     RAIL_WARN("hwloc: more than %d PCI nodes", RAIL_TOPO_MAX_PCI);
     return idx;
   }
   /* NICs themselves come from sysfs; this node is where they attach. */
-  if (rail_topo_class_is_gpu(cls, vendor) && rail_topo_add_gpu(c->topo, idx) < 0)
+  if (!rail_topo_class_is_gpu(cls, vendor)) return 0;
+  g = rail_topo_add_gpu(c->topo, idx);
+  if (g < 0) {
     note_full(c, "GPUs");
+    return 0;
+  }
+  c->topo->gpus[g].device_id = obj->attr->pcidev.device_id;
+  c->topo->gpus[g].sm = rail_topo_gpu_sm(obj->attr->pcidev.device_id);
   return 0;
 }
 
@@ -107,10 +121,13 @@ static int walk(struct hwloc_ctx *c, hwloc_obj_t obj, int parent) {
 }
 
 static int add_numa_nodes(struct hwloc_ctx *c) {
-  hwloc_obj_t node = NULL;
-  while ((node = hwloc_get_next_obj_by_type(c->t, HWLOC_OBJ_NUMANODE, node)) != NULL) {
+  int depth = c->api->get_type_depth(c->t, HWLOC_OBJ_NUMANODE);
+  unsigned n = c->api->get_nbobjs_by_depth(c->t, depth);
+  for (unsigned i = 0; i < n; i++) {
+    hwloc_obj_t node = c->api->get_obj_by_depth(c->t, depth, i);
     char cpulist[RAIL_TOPO_CPULIST];
-    if (hwloc_bitmap_list_snprintf(cpulist, sizeof(cpulist), node->cpuset) < 0) cpulist[0] = '\0';
+    if (node == NULL) continue;
+    if (c->api->bitmap_list_snprintf(cpulist, sizeof(cpulist), node->cpuset) < 0) cpulist[0] = '\0';
     if (rail_topo_add_numa(c->topo, (int)node->os_index, cpulist) < 0) {
       RAIL_WARN("hwloc: more than %d NUMA nodes", RAIL_TOPO_MAX_NUMA);
       return -ENOSPC;
@@ -119,45 +136,102 @@ static int add_numa_nodes(struct hwloc_ctx *c) {
   return 0;
 }
 
-int rail_topo_load_hwloc(const char *sysfs_root, struct rail_topo **out) {
-  struct hwloc_ctx c = {0};
-  int rc;
-
-  c.topo = rail_topo_alloc("hwloc");
-  if (c.topo == NULL) return -ENOMEM;
-  if (hwloc_topology_init(&c.t) != 0) {
-    rc = -errno;
+static int hwloc_load_topology(struct hwloc_ctx *c) {
+  if (c->api->topology_init(&c->t) != 0) {
+    int rc = errno ? -errno : -ENOMEM;
     RAIL_INFO(RAIL_SUBSYS_INIT, "hwloc: cannot initialise a topology: %s", strerror(-rc));
-    goto free_topo;
+    return rc;
   }
   /* Bridges and every PCI device: we pick what matters ourselves. */
-  hwloc_topology_set_io_types_filter(c.t, HWLOC_TYPE_FILTER_KEEP_ALL);
+  c->api->topology_set_io_types_filter(c->t, HWLOC_TYPE_FILTER_KEEP_ALL);
   /* Inside an NCCL process, no X display or OpenCL probing; and the Linux
    * backend reads PCI from sysfs itself, where the libpciaccess plugin would
    * parse the PCI name database (and leak it). */
   for (size_t i = 0; i < sizeof(rail_hwloc_skip) / sizeof(rail_hwloc_skip[0]); i++)
-    hwloc_topology_set_components(c.t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
-                                  rail_hwloc_skip[i]);
-  if (hwloc_topology_load(c.t) != 0) {
-    rc = errno ? -errno : -EINVAL;
+    c->api->topology_set_components(c->t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                    rail_hwloc_skip[i]);
+  if (c->api->topology_load(c->t) != 0) {
+    int rc = errno ? -errno : -EINVAL;
     RAIL_INFO(RAIL_SUBSYS_INIT, "hwloc cannot discover this machine: %s", strerror(-rc));
-    goto destroy_hwloc;
+    c->api->topology_destroy(c->t);
+    return rc;
   }
+  return 0;
+}
+
+static int hwloc_build(const struct rail_topo_hwloc_api *api, const struct rail_sysfs *fs,
+                       struct rail_topo **out) {
+  struct hwloc_ctx c = {.api = api};
+  int rc;
+
+  c.topo = rail_topo_alloc("hwloc");
+  if (c.topo == NULL) return -ENOMEM;
+  rc = hwloc_load_topology(&c);
+  if (rc != 0) goto free_topo;
   rc = add_numa_nodes(&c);
-  if (rc != 0) goto destroy_hwloc;
-  rc = walk(&c, hwloc_get_root_obj(c.t), -1);
-  if (rc != 0) goto destroy_hwloc;
-  rc = rail_topo_sysfs_add_nics(c.topo, sysfs_root);
-  if (rc != 0) goto destroy_hwloc;
-  rc = rail_topo_finish(c.topo);
-  if (rc != 0) goto destroy_hwloc;
-  hwloc_topology_destroy(c.t);
+  if (rc == 0) rc = walk(&c, api->get_obj_by_depth(c.t, 0, 0), -1);
+  api->topology_destroy(c.t);
+  if (rc == 0) rc = rail_topo_sysfs_add_nics(c.topo, fs);
+  if (rc == 0) rc = rail_topo_finish(c.topo);
+  if (rc != 0) goto free_topo;
   *out = c.topo;
   return 0;
 
-destroy_hwloc:
-  hwloc_topology_destroy(c.t);
 free_topo:
   rail_topo_free(c.topo);
   return rc;
 }
+
+int rail_topo_load_hwloc(const char *sysfs_root, struct rail_topo **out) {
+  const struct rail_topo_hwloc_api *api = rail_topo_hwloc_api_get();
+  struct rail_sysfs fs;
+  int rc;
+
+  if (api == NULL) return -ENOSYS;
+  rc = rail_sysfs_open(&fs, sysfs_root);
+  if (rc != 0) return rc;
+  return hwloc_build(api, &fs, out);
+}
+
+const char *rail_topo_hwloc_status(void) {
+  rail_topo_hwloc_api_get();
+  return rail_topo_hwloc_api_status();
+}
+
+/* hwloc and our sysfs reads must see the same tree: hwloc's HWLOC_FSROOT
+ * and NCCL_RAIL_SYSFS_ROOT name it, or neither is set. */
+static int hwloc_probe(const struct rail_topo_src *src, char *why, size_t len) {
+  const char *fsroot = getenv("HWLOC_FSROOT");
+  char real[PATH_MAX] = "";
+
+  if (rail_topo_hwloc_api_get() == NULL) {
+    snprintf(why, len, "%s", rail_topo_hwloc_api_status());
+    return 0;
+  }
+  if (fsroot != NULL && fsroot[0] != '\0' && strcmp(fsroot, "/") != 0 &&
+      realpath(fsroot, real) == NULL)
+    real[0] = '\0';
+  if (strcmp(real, "/") == 0) real[0] = '\0';
+  if (strcmp(real, src->fs->real) == 0) {
+    snprintf(why, len, "%s and sysfs", rail_topo_hwloc_api_status());
+    return 1;
+  }
+  if (!rail_sysfs_is_live(src->fs))
+    snprintf(why, len,
+             "NCCL_RAIL_SYSFS_ROOT=%s without HWLOC_FSROOT naming the same tree: hwloc would "
+             "read another /sys",
+             src->fs->root);
+  else
+    snprintf(why, len,
+             "HWLOC_FSROOT=%s while NCCL_RAIL_SYSFS_ROOT reads /sys: hwloc would read "
+             "another tree",
+             fsroot);
+  return 0;
+}
+
+static int hwloc_loader_load(const struct rail_topo_src *src, struct rail_topo **out) {
+  const struct rail_topo_hwloc_api *api = rail_topo_hwloc_api_get();
+  return api != NULL ? hwloc_build(api, src->fs, out) : -ENOSYS;
+}
+
+const struct rail_topo_loader rail_topo_loader_hwloc = {"hwloc", hwloc_probe, hwloc_loader_load};

@@ -1,8 +1,11 @@
-/* NCCL topology XML (the NCCL_TOPO_FILE format): <system><cpu numaid
- * affinity><pci busid class vendor>...<gpu/>, <nic><net name speed/></nic>,
- * nested <pci> for switches, <nic> right under <cpu> for NICs without a PCI
- * path. Each <cpu> is one NUMA node and, for paths, one host bridge: NCCL
- * counts devices under different top-level <pci> of one <cpu> as PHB. */
+/* NCCL topology XML (what NCCL_TOPO_DUMP_FILE writes and NCCL_TOPO_FILE
+ * reads): <system><cpu numaid affinity host_hash><pci busid class vendor
+ * device>...<gpu sm><nvlink target count tclass/></gpu>, <nic><net name
+ * speed dev guid/></nic>, nested <pci> for switches, <nic> right under
+ * <cpu> for NICs without a PCI path. Each <cpu> is one NUMA node and, for
+ * paths, one host bridge: NCCL counts devices under different top-level
+ * <pci> of one <cpu> as PHB. The facts below are what NCCL 2.30 writes
+ * (src/graph/xml.cc, src/graph/topo.cc of NVIDIA/nccl v2.30.7). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -11,10 +14,16 @@
 #include "common/log.h"
 #include "topology/topo_int.h"
 
+#define NCCL_MAX_HOSTS 64
+
 struct nccl_ctx {
   const char *file;
   struct rail_topo *topo;
   int told_full; /* the "too many" note is out */
+  /* host_hash of every <cpu>: NCCL fuses the XML of all the nodes of one
+   * NVLink domain into one dump (MNNVL); the first host is the model. */
+  char hosts[NCCL_MAX_HOSTS][24];
+  int nhosts;
 };
 
 static int bad(const struct nccl_ctx *c, const struct rail_xml_node *n, const char *what,
@@ -37,6 +46,17 @@ static int parse_long(const char *s, int base, long *out) {
   return 0;
 }
 
+/* An optional attribute in [lo, hi]; dflt when absent, -EINVAL (logged)
+ * when malformed. */
+static int attr_long(const struct nccl_ctx *c, const struct rail_xml_node *n, const char *name,
+                     int base, long lo, long hi, long dflt, long *out) {
+  const char *s = rail_xml_attr(n, name);
+  long v = dflt;
+  if (s != NULL && (parse_long(s, base, &v) != 0 || v < lo || v > hi)) return bad(c, n, name, s);
+  *out = v;
+  return 0;
+}
+
 /* "0x030200" (class, prog-if) or "0x0302" -> 0x0302. */
 static int parse_class(const char *s, unsigned *out) {
   long v;
@@ -52,16 +72,11 @@ static int parse_class(const char *s, unsigned *out) {
   return 0;
 }
 
-static const struct rail_xml_node *child_named(const struct rail_xml_node *n, const char *name) {
-  for (const struct rail_xml_node *c = n->child; c != NULL; c = c->next)
-    if (strcmp(c->name, name) == 0) return c;
-  return NULL;
-}
-
-static int has_nvlink(const struct rail_xml_node *n) {
-  for (const struct rail_xml_node *c = n->child; c != NULL; c = c->next)
-    if (strcmp(c->name, "nvlink") == 0 || has_nvlink(c)) return 1;
-  return 0;
+static void lower(char *dst, const char *src, size_t len) {
+  size_t i = 0;
+  for (; src[i] != '\0' && i + 1 < len; i++)
+    dst[i] = (char)tolower((unsigned char)src[i]);
+  dst[i] = '\0';
 }
 
 static void note_full(struct nccl_ctx *c, const struct rail_xml_node *n, const char *what) {
@@ -71,75 +86,170 @@ static void note_full(struct nccl_ctx *c, const struct rail_xml_node *n, const c
             n->line, what);
 }
 
+/* How NCCL listed a <net>. Its IB transport (verbs: InfiniBand and RoCE)
+ * writes the port's real GUID; its socket transport, and plugins that
+ * number their devices, write the device index (or 0). EFA and Slingshot
+ * are known by their PCI vendor, whoever listed them, or EFA by its verbs
+ * name: rdma-core's persistent names (kernel-boot/rdma-persistent-naming
+ * .rules) are "ibp..." for InfiniBand, "rocep..." for RoCE and "rdmap..."
+ * for a link layer that is neither, which is EFA's. */
+static void net_fabric(struct rail_topo_nic *nic, const struct rail_xml_node *net,
+                       unsigned class_id, int vendor, int device) {
+  const char *guid = rail_xml_attr(net, "guid"), *dev = rail_xml_attr(net, "dev");
+  unsigned long long g = guid != NULL ? strtoull(guid, NULL, 0) : 0;
+  unsigned long long d = dev != NULL ? strtoull(dev, NULL, 0) : 0;
+  enum rail_fabric pci =
+      nic->pci >= 0 ? rail_topo_pci_fabric(class_id, vendor, device) : RAIL_FABRIC_UNKNOWN;
+
+  if (pci == RAIL_FABRIC_UNKNOWN && strncmp(nic->name, "rdmap", 5) == 0) pci = RAIL_FABRIC_EFA;
+  if (pci == RAIL_FABRIC_EFA || pci == RAIL_FABRIC_LIBFABRIC) {
+    nic->fabric = pci;
+    /* EFA's net is its verbs device ("rdmap79s0"); cxi names no netdev. */
+    if (pci == RAIL_FABRIC_EFA) snprintf(nic->rdma_dev, sizeof(nic->rdma_dev), "%s", nic->name);
+  } else if (g != 0 && g != d) {
+    nic->fabric = pci == RAIL_FABRIC_IB ? RAIL_FABRIC_IB : RAIL_FABRIC_ROCE;
+    snprintf(nic->rdma_dev, sizeof(nic->rdma_dev), "%s", nic->name);
+  } else {
+    /* A socket net is an interface; an HCA listed by the socket transport
+     * (IPoIB, with verbs unavailable to NCCL) is still InfiniBand. */
+    nic->fabric = pci == RAIL_FABRIC_IB ? RAIL_FABRIC_IB : RAIL_FABRIC_TCP;
+    snprintf(nic->netdev, sizeof(nic->netdev), "%s", nic->name);
+  }
+}
+
+/* NCCL repeats an interface without a PCI path under every <cpu>: one NIC,
+ * of no single NUMA node. 1 when nic was merged into one already there. */
+static int merge_nic(struct nccl_ctx *c, const struct rail_topo_nic *nic) {
+  for (int i = 0; i < c->topo->nnics; i++) {
+    struct rail_topo_nic *o = &c->topo->nics[i];
+    if (strcmp(o->name, nic->name) != 0 || strcmp(o->bus_id, nic->bus_id) != 0) continue;
+    if (o->numa != nic->numa) o->numa = -1;
+    return 1;
+  }
+  return 0;
+}
+
+struct nic_pci {
+  int pci, numa, vendor, device;
+  unsigned class_id;
+  const char *bus_id;
+};
+
 /* One NIC per <net> of a <nic> (a multi-port card has several), or one
  * named by its bus id when the file gives no <net>. */
-static int add_nics(struct nccl_ctx *c, const struct rail_xml_node *nicnode, int pci, int numa,
-                    unsigned class_id, const char *bus_id) {
+static int add_nics(struct nccl_ctx *c, const struct rail_xml_node *nicnode,
+                    const struct nic_pci *p) {
   struct rail_topo_nic nic;
   int nnets = 0;
 
   memset(&nic, 0, sizeof(nic));
-  nic.pci = pci;
-  nic.numa = numa;
-  if (pci < 0) nic.flags |= RAIL_NIC_NO_PCI;
-  if (class_id == 0x0207) nic.flags |= RAIL_NIC_IB;
-  snprintf(nic.bus_id, sizeof(nic.bus_id), "%s", bus_id ? bus_id : "");
+  nic.pci = p->pci;
+  nic.numa = p->numa;
+  if (p->pci < 0) nic.flags |= RAIL_NIC_NO_PCI;
+  if (p->pci >= 0 && rail_topo_class_is_ib(p->class_id)) nic.flags |= RAIL_NIC_IB;
+  snprintf(nic.bus_id, sizeof(nic.bus_id), "%s", p->bus_id ? p->bus_id : "");
   for (const struct rail_xml_node *net = nicnode ? nicnode->child : NULL; net != NULL;
        net = net->next) {
-    const char *name = rail_xml_attr(net, "name"), *speed = rail_xml_attr(net, "speed");
-    long v = 0;
+    const char *name = rail_xml_attr(net, "name");
+    long speed;
     if (strcmp(net->name, "net") != 0) continue;
     if (name == NULL || name[0] == '\0' || strlen(name) >= RAIL_TOPO_NAME)
       return bad(c, net, "name", name);
-    if (speed != NULL && (parse_long(speed, 10, &v) != 0 || v < 0 || v > 100000000))
-      return bad(c, net, "speed", speed);
-    /* NCCL names nets by their RDMA device when there is one ("mlx5_0"),
-     * by the interface otherwise: we cannot tell, so it is the name. */
-    snprintf(nic.name, sizeof(nic.name), "%s", name);
-    nic.speed_mbps = (int)v;
+    if (attr_long(c, net, "speed", 10, 0, 100000000, 0, &speed) != 0) return -EINVAL;
     nnets++;
+    nic.netdev[0] = nic.rdma_dev[0] = '\0';
+    snprintf(nic.name, sizeof(nic.name), "%s", name);
+    nic.speed_mbps = (int)speed;
+    net_fabric(&nic, net, p->class_id, p->vendor, p->device);
+    if (merge_nic(c, &nic)) continue;
     if (rail_topo_add_nic(c->topo, &nic) < 0) note_full(c, net, "NICs");
   }
-  if (nnets == 0 && pci >= 0) {
-    snprintf(nic.name, sizeof(nic.name), "%s", bus_id);
+  if (nnets == 0 && p->pci >= 0) {
+    snprintf(nic.name, sizeof(nic.name), "%s", p->bus_id);
+    nic.fabric = rail_topo_pci_fabric(p->class_id, p->vendor, p->device);
     if (rail_topo_add_nic(c->topo, &nic) < 0) note_full(c, nicnode, "NICs");
+  }
+  return 0;
+}
+
+/* sm, and NVLinks from a GPU's <nvlink> children. A link whose target is
+ * the GPU itself is not a link (NCCL writes one on NC A100 v4 VMs, whose
+ * GPUs have none); a target of class 0x0680 is an NVSwitch, and so is
+ * NCCL's "fffffff:ffff:ff" for one a VM cannot see. */
+static int add_gpu(struct nccl_ctx *c, const struct rail_xml_node *pcinode,
+                   const struct rail_xml_node *gpu, int pci, int device) {
+  int g = rail_topo_add_gpu(c->topo, pci);
+  const char *self = c->topo->pci[pci].bus_id;
+  long sm = 0;
+
+  if (g < 0) {
+    note_full(c, pcinode, "GPUs");
+    return 0;
+  }
+  c->topo->gpus[g].device_id = device > 0 ? (unsigned)device : 0;
+  if (gpu != NULL && attr_long(c, gpu, "sm", 10, 0, 10000, 0, &sm) != 0) return -EINVAL;
+  c->topo->gpus[g].sm = sm > 0 ? (int)sm : rail_topo_gpu_sm(c->topo->gpus[g].device_id);
+  for (const struct rail_xml_node *l = gpu != NULL ? gpu->child : NULL; l != NULL; l = l->next) {
+    const char *target = rail_xml_attr(l, "target"), *tclass = rail_xml_attr(l, "tclass");
+    char tgt[32];
+    unsigned cls = 0;
+    long count;
+    if (strcmp(l->name, "nvlink") != 0) continue;
+    if (target == NULL) return bad(c, l, "target", NULL);
+    if (attr_long(c, l, "count", 10, 0, 1000, 1, &count) != 0) return -EINVAL;
+    if (tclass != NULL && parse_class(tclass, &cls) != 0) return bad(c, l, "tclass", tclass);
+    lower(tgt, target, sizeof(tgt));
+    if (strcmp(tgt, self) == 0) continue;
+    c->topo->gpus[g].nvlinks += (int)count;
+    if (cls == 0x0680 || strncmp(tgt, "fffffff:", 8) == 0) {
+      rail_topo_add_nvswitch(c->topo, tgt);
+      c->topo->nvlink = 1;
+    } else if (cls == 0 || cls == 0x0302 || cls == 0x0300) {
+      /* A GPU (3D or, for workstation boards, VGA class): NCCL writes the
+       * target's class as it reads it. */
+      c->topo->nvlink = 1;
+    }
+  }
+  return 0;
+}
+
+static int walk_pci(struct nccl_ctx *c, const struct rail_xml_node *n, int parent, int numa);
+
+static int walk_switch(struct nccl_ctx *c, const struct rail_xml_node *n, const char *bus,
+                       unsigned class_id, int parent, int numa) {
+  /* A switch: NCCL keeps one node per switch, named by its upstream port. */
+  int idx = rail_topo_add_pci(c->topo, bus, RAIL_PCI_SWITCH, class_id, parent, numa), rc;
+  if (idx < 0) {
+    RAIL_WARN("%s:%d: more than %d PCI nodes", c->file, n->line, RAIL_TOPO_MAX_PCI);
+    return idx;
+  }
+  for (const struct rail_xml_node *ch = n->child; ch != NULL; ch = ch->next) {
+    if (strcmp(ch->name, "pci") != 0) continue;
+    rc = walk_pci(c, ch, idx, numa);
+    if (rc != 0) return rc;
   }
   return 0;
 }
 
 static int walk_pci(struct nccl_ctx *c, const struct rail_xml_node *n, int parent, int numa) {
   const char *busid = rail_xml_attr(n, "busid"), *cls = rail_xml_attr(n, "class");
-  const char *vendor = rail_xml_attr(n, "vendor");
+  const struct rail_xml_node *gpu = rail_xml_child(n, "gpu"), *nic = rail_xml_child(n, "nic");
   char bus[16];
   unsigned class_id;
-  long vend = -1;
-  int has_pci = child_named(n, "pci") != NULL, idx, rc;
-  const struct rail_xml_node *gpu = child_named(n, "gpu"), *nic = child_named(n, "nic");
+  long vend, dev;
+  int idx;
 
   if (busid == NULL || busid[0] == '\0' || strlen(busid) >= sizeof(bus))
     return bad(c, n, "busid", busid);
-  for (size_t i = 0; i <= strlen(busid); i++)
-    bus[i] = (char)tolower((unsigned char)busid[i]);
+  lower(bus, busid, sizeof(bus));
   if (parse_class(cls, &class_id) != 0) return bad(c, n, "class", cls);
-  if (vendor != NULL && (parse_long(vendor, 16, &vend) != 0 || vend < 0 || vend > 0xffff))
-    return bad(c, n, "vendor", vendor);
-
-  if (class_id == 0x0604 || has_pci) {
-    /* A switch (NCCL keeps one node per switch, named by its upstream port). */
-    idx = rail_topo_add_pci(c->topo, bus, RAIL_PCI_SWITCH, class_id, parent, numa);
-    if (idx < 0) {
-      RAIL_WARN("%s:%d: more than %d PCI nodes", c->file, n->line, RAIL_TOPO_MAX_PCI);
-      return idx;
-    }
-    for (const struct rail_xml_node *ch = n->child; ch != NULL; ch = ch->next) {
-      if (strcmp(ch->name, "pci") != 0) continue;
-      rc = walk_pci(c, ch, idx, numa);
-      if (rc != 0) return rc;
-    }
-    return 0;
-  }
+  if (attr_long(c, n, "vendor", 16, 0, 0xffff, -1, &vend) != 0 ||
+      attr_long(c, n, "device", 16, 0, 0xffff, -1, &dev) != 0)
+    return -EINVAL;
+  if (class_id == 0x0604 || rail_xml_child(n, "pci") != NULL)
+    return walk_switch(c, n, bus, class_id, parent, numa);
   if (class_id == 0x0680 && vend == RAIL_PCI_VENDOR_NVIDIA) {
-    c->topo->nvswitches++;
+    rail_topo_add_nvswitch(c->topo, bus);
     return 0;
   }
   /* Other classes (storage, a class we do not know) play no part in GPU-NIC
@@ -152,22 +262,34 @@ static int walk_pci(struct nccl_ctx *c, const struct rail_xml_node *n, int paren
     RAIL_WARN("%s:%d: more than %d PCI nodes", c->file, n->line, RAIL_TOPO_MAX_PCI);
     return idx;
   }
-  if (gpu != NULL || rail_topo_class_is_gpu(class_id, (int)vend)) {
-    if (gpu != NULL && has_nvlink(gpu)) c->topo->nvlink = 1;
-    if (rail_topo_add_gpu(c->topo, idx) < 0) note_full(c, n, "GPUs");
-    return 0;
-  }
-  return add_nics(c, nic, idx, numa, class_id, bus);
+  if (gpu != NULL || rail_topo_class_is_gpu(class_id, (int)vend))
+    return add_gpu(c, n, gpu, idx, (int)dev);
+  return add_nics(
+      c, nic,
+      &(struct nic_pci){idx, numa, (int)vend, (int)dev, class_id, c->topo->pci[idx].bus_id});
+}
+
+/* 1 when this <cpu> is of the first host of the dump; the others' hashes
+ * are counted (MNNVL). A dump without host_hash is one host. */
+static int own_host(struct nccl_ctx *c, const struct rail_xml_node *n) {
+  const char *h = rail_xml_attr(n, "host_hash");
+  int i;
+  if (h == NULL) return 1;
+  for (i = 0; i < c->nhosts; i++)
+    if (strcmp(c->hosts[i], h) == 0) break;
+  if (i == c->nhosts && c->nhosts < NCCL_MAX_HOSTS)
+    snprintf(c->hosts[c->nhosts++], sizeof(c->hosts[0]), "%s", h);
+  return i == 0;
 }
 
 static int walk_cpu(struct nccl_ctx *c, const struct rail_xml_node *n, int ordinal) {
-  const char *numaid = rail_xml_attr(n, "numaid"), *aff = rail_xml_attr(n, "affinity");
-  char cpulist[RAIL_TOPO_CPULIST] = "", hb[16];
-  long id = ordinal;
+  const char *aff = rail_xml_attr(n, "affinity");
+  char cpulist[RAIL_TOPO_CPULIST] = "", hb[32];
+  long id;
   int numa, pci = -1, rc;
 
-  if (numaid != NULL && (parse_long(numaid, 10, &id) != 0 || id < 0 || id > 1000000))
-    return bad(c, n, "numaid", numaid);
+  /* NCCL writes numaid="-1" when the kernel reports no NUMA node. */
+  if (attr_long(c, n, "numaid", 10, -1, 1000000, ordinal, &id) != 0) return -EINVAL;
   if (aff != NULL && rail_topo_mask_to_list(aff, cpulist, sizeof(cpulist)) != 0)
     return bad(c, n, "affinity", aff);
   numa = rail_topo_add_numa(c->topo, (int)id, cpulist);
@@ -175,19 +297,20 @@ static int walk_cpu(struct nccl_ctx *c, const struct rail_xml_node *n, int ordin
     RAIL_WARN("%s:%d: more than %d NUMA nodes", c->file, n->line, RAIL_TOPO_MAX_NUMA);
     return numa;
   }
+  if (id >= 0)
+    snprintf(hb, sizeof(hb), "cpu%ld", id);
+  else
+    snprintf(hb, sizeof(hb), "cpu?%d", ordinal);
   for (const struct rail_xml_node *ch = n->child; ch != NULL; ch = ch->next) {
     if (strcmp(ch->name, "pci") == 0) {
+      if (pci < 0) pci = rail_topo_add_pci(c->topo, hb, RAIL_PCI_HOSTBRIDGE, 0x0600, -1, numa);
       if (pci < 0) {
-        snprintf(hb, sizeof(hb), "cpu%ld", id);
-        pci = rail_topo_add_pci(c->topo, hb, RAIL_PCI_HOSTBRIDGE, 0x0600, -1, numa);
-        if (pci < 0) {
-          RAIL_WARN("%s:%d: more than %d PCI nodes", c->file, n->line, RAIL_TOPO_MAX_PCI);
-          return pci;
-        }
+        RAIL_WARN("%s:%d: more than %d PCI nodes", c->file, n->line, RAIL_TOPO_MAX_PCI);
+        return pci;
       }
       rc = walk_pci(c, ch, pci, numa);
     } else if (strcmp(ch->name, "nic") == 0) {
-      rc = add_nics(c, ch, -1, numa, 0x0200, NULL);
+      rc = add_nics(c, ch, &(struct nic_pci){-1, numa, -1, -1, 0x0200, NULL});
     } else {
       continue;
     }
@@ -196,29 +319,65 @@ static int walk_cpu(struct nccl_ctx *c, const struct rail_xml_node *n, int ordin
   return 0;
 }
 
+/* A dump NCCL fused from several hosts: the first host is the model, and
+ * NVSwitch links across them are multi-node NVLink. */
+static void note_hosts(struct nccl_ctx *c, const struct rail_xml_node *root) {
+  if (c->nhosts < 2) return;
+  if (c->topo->nvswitches > 0) {
+    c->topo->mnnvl = 1;
+    c->topo->mnnvl_hosts = c->nhosts;
+  }
+  RAIL_INFO(RAIL_SUBSYS_INIT,
+            "%s:%d: <cpu> elements of %d hosts (NCCL fuses the nodes of one NVLink domain); the "
+            "model is host_hash %s%s",
+            c->file, root->line, c->nhosts, c->hosts[0],
+            c->topo->mnnvl ? ", multi-node NVLink" : "");
+}
+
 int rail_topo_load_nccl_xml(const char *path, const struct rail_xml_node *root,
                             struct rail_topo **out) {
-  struct nccl_ctx c = {.file = path};
+  struct nccl_ctx *c = calloc(1, sizeof(*c));
   int ncpu = 0, rc;
 
-  c.topo = rail_topo_alloc(path);
-  if (c.topo == NULL) return -ENOMEM;
+  if (c == NULL) return -ENOMEM;
+  c->file = path;
+  c->topo = rail_topo_alloc(path);
+  if (c->topo == NULL) {
+    rc = -ENOMEM;
+    goto free_ctx;
+  }
   for (const struct rail_xml_node *n = root->child; n != NULL; n = n->next) {
     if (strcmp(n->name, "cpu") != 0) continue;
-    rc = walk_cpu(&c, n, ncpu++);
+    if (!own_host(c, n)) continue;
+    rc = walk_cpu(c, n, ncpu++);
     if (rc != 0) goto free_topo;
   }
-  if (c.topo->nnuma == 0 && c.topo->ngpus == 0 && c.topo->nnics == 0) {
+  if (c->topo->nnuma == 0 && c->topo->ngpus == 0 && c->topo->nnics == 0) {
     RAIL_WARN("%s:%d: empty topology: <system> holds no <cpu> with GPUs or NICs", path, root->line);
     rc = -ENODATA;
     goto free_topo;
   }
-  rc = rail_topo_finish(c.topo);
+  note_hosts(c, root);
+  rc = rail_topo_finish(c->topo);
   if (rc != 0) goto free_topo;
-  *out = c.topo;
+  *out = c->topo;
+  free(c);
   return 0;
 
 free_topo:
-  rail_topo_free(c.topo);
+  rail_topo_free(c->topo);
+free_ctx:
+  free(c);
   return rc;
 }
+
+static int nccl_probe(const struct rail_topo_src *src, char *why, size_t len) {
+  snprintf(why, len, "NCCL topology XML");
+  return src->root != NULL && strcmp(src->root->name, "system") == 0;
+}
+
+static int nccl_load(const struct rail_topo_src *src, struct rail_topo **out) {
+  return rail_topo_load_nccl_xml(src->path, src->root, out);
+}
+
+const struct rail_topo_loader rail_topo_loader_nccl_xml = {"nccl-xml", nccl_probe, nccl_load};

@@ -1,12 +1,9 @@
 /* sysfs: what hwloc does not tell (netdev speed and state, RDMA port rate and
  * state, the RDMA device <-> netdev mapping, virtual interfaces) and, when
- * hwloc is unavailable or a fake tree is given, the whole model. Every read
- * is under one root prefix (NCCL_RAIL_SYSFS_ROOT) so that tests can feed a
- * fake /sys; paths we report are those of the real machine, without it. */
-#include <dirent.h>
+ * hwloc is unavailable, the whole model. Every read goes through
+ * common/sysfs.h, under one root (NCCL_RAIL_SYSFS_ROOT) so that tests can
+ * feed a fake /sys; paths we report are those of the real machine. */
 #include <errno.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,169 +16,21 @@
 #define SYSFS_MAX_IFS 1024
 
 struct sysfs_ctx {
-  const char *root;    /* as given, "" = / */
-  char real[PATH_MAX]; /* realpath of the root, "" for / */
+  const struct rail_sysfs *fs;
   struct rail_topo *topo;
 };
 
-static int ctx_init(struct sysfs_ctx *c, const char *root, struct rail_topo *topo) {
-  c->root = root != NULL && strcmp(root, "/") != 0 ? root : "";
-  c->topo = topo;
-  c->real[0] = '\0';
-  if (c->root[0] != '\0' && realpath(c->root, c->real) == NULL) {
-    int rc = -errno;
-    RAIL_WARN("sysfs root %s (NCCL_RAIL_SYSFS_ROOT): %s", c->root, strerror(-rc));
-    return rc;
-  }
-  if (strcmp(c->real, "/") == 0) c->real[0] = '\0';
-  return 0;
-}
-
-__attribute__((format(printf, 4, 0))) static int vpath(const struct sysfs_ctx *c, char *buf,
-                                                       size_t len, const char *fmt, va_list ap) {
-  int n = snprintf(buf, len, "%s/", c->real);
-  if (n < 0 || (size_t)n >= len) return -ENAMETOOLONG;
-  int m = vsnprintf(buf + n, len - (size_t)n, fmt, ap);
-  if (m < 0 || (size_t)(n + m) >= len) return -ENAMETOOLONG;
-  return 0;
-}
-
-/* Reads a small file, trailing whitespace removed. */
-__attribute__((format(printf, 4, 0))) static int vread(const struct sysfs_ctx *c, char *out,
-                                                       size_t len, const char *fmt, va_list ap) {
-  char path[PATH_MAX];
-  FILE *f;
-  size_t n;
-  int rc;
-
-  rc = vpath(c, path, sizeof(path), fmt, ap);
-  if (rc != 0) return rc;
-  f = fopen(path, "r");
-  if (f == NULL) return -errno;
-  n = fread(out, 1, len - 1, f);
-  /* Some attributes (the speed of a down link) fail on read with EINVAL. */
-  rc = ferror(f) ? -EIO : 0;
-  fclose(f);
-  if (rc != 0) return rc;
-  out[n] = '\0';
-  while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\t'))
-    out[--n] = '\0';
-  return 0;
-}
-
-static int fs_read(const struct sysfs_ctx *c, char *out, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fs_read(const struct sysfs_ctx *c, char *out, size_t len, const char *fmt, ...) {
-  va_list ap;
-  int rc;
-  va_start(ap, fmt);
-  rc = vread(c, out, len, fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-/* An integer attribute (decimal, or 0x hex as in class and vendor). */
-static long fs_read_long(const struct sysfs_ctx *c, long dflt, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static long fs_read_long(const struct sysfs_ctx *c, long dflt, const char *fmt, ...) {
-  char buf[64], *end;
-  va_list ap;
-  long v;
-  int rc;
-
-  va_start(ap, fmt);
-  rc = vread(c, buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  if (rc != 0) return dflt;
-  v = strtol(buf, &end, 0);
-  return end == buf ? dflt : v;
-}
-
-/* The realpath of a sysfs entry as the real machine has it (root removed). */
-static int fs_realpath(const struct sysfs_ctx *c, char *out, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fs_realpath(const struct sysfs_ctx *c, char *out, size_t len, const char *fmt, ...) {
-  char path[PATH_MAX], real[PATH_MAX];
-  size_t rl = strlen(c->real);
-  va_list ap;
-  int rc;
-
-  va_start(ap, fmt);
-  rc = vpath(c, path, sizeof(path), fmt, ap);
-  va_end(ap);
-  if (rc != 0) return rc;
-  if (realpath(path, real) == NULL) return -errno;
-  /* A link leaving the fake tree would not be the machine's. */
-  if (strncmp(real, c->real, rl) != 0 || (real[rl] != '/' && real[rl] != '\0')) return -EXDEV;
-  if ((size_t)snprintf(out, len, "%s", real + rl) >= len) return -ENAMETOOLONG;
-  return 0;
-}
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted entry names of a directory (readdir order differs between runs of
- * a fake tree and machines); *names is freed with free_names. */
-static int fs_list(const struct sysfs_ctx *c, char ***names, int *count, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fs_list(const struct sysfs_ctx *c, char ***names, int *count, const char *fmt, ...) {
-  char path[PATH_MAX], **v = NULL;
-  struct dirent *e;
-  va_list ap;
-  DIR *d;
-  int n = 0, cap = 0, rc;
-
-  va_start(ap, fmt);
-  rc = vpath(c, path, sizeof(path), fmt, ap);
-  va_end(ap);
-  if (rc != 0) return rc;
-  d = opendir(path);
-  if (d == NULL) return -errno;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    if (n == cap) {
-      char **nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(*v));
-      if (nv == NULL) goto no_memory;
-      v = nv;
-    }
-    if ((v[n] = strdup(e->d_name)) == NULL) goto no_memory;
-    n++;
-  }
-  closedir(d);
-  if (n > 0) qsort(v, (size_t)n, sizeof(*v), cmp_str);
-  *names = v;
-  *count = n;
-  return 0;
-
-no_memory:
-  closedir(d);
-  while (n > 0)
-    free(v[--n]);
-  free(v);
-  return -ENOMEM;
-}
-
-static void free_names(char **names, int n) {
-  for (int i = 0; i < n; i++)
-    free(names[i]);
-  free(names);
-}
-
-static int is_bus_id(const char *s) {
-  unsigned d, b, v, f;
-  int end = 0;
-  if (strlen(s) >= 16) return 0;
-  return sscanf(s, "%x:%x:%x.%x%n", &d, &b, &v, &f, &end) == 4 && s[end] == '\0' && f < 8;
-}
-
 static int numa_of(struct sysfs_ctx *c, const char *bus) {
-  long os = fs_read_long(c, -1, "sys/bus/pci/devices/%s/numa_node", bus);
+  long os = rail_sysfs_read_long(c->fs, -1, "sys/bus/pci/devices/%s/numa_node", bus);
   return os >= 0 ? rail_topo_numa_index(c->topo, (int)os) : -1;
 }
 
 static unsigned class_of(struct sysfs_ctx *c, const char *bus) {
-  return (unsigned)fs_read_long(c, 0, "sys/bus/pci/devices/%s/class", bus) >> 8;
+  return (unsigned)rail_sysfs_read_long(c->fs, 0, "sys/bus/pci/devices/%s/class", bus) >> 8;
+}
+
+static int id_of(struct sysfs_ctx *c, const char *bus, const char *what) {
+  return (int)rail_sysfs_read_long(c->fs, -1, "sys/bus/pci/devices/%s/%s", bus, what);
 }
 
 /* Adds the PCI device at a sysfs device path ("/sys/devices/pci0000:00/
@@ -203,7 +52,7 @@ static int add_pci_path(struct sysfs_ctx *c, const char *devpath, char *bus_out)
       if (sscanf(tok, "pci%x:%x%n", &d, &b, &end) == 2 && tok[end] == '\0') hb = tok;
       continue;
     }
-    if (!is_bus_id(tok)) break;
+    if (!rail_sysfs_bdf(tok, NULL, 0)) break;
     if (n == (int)(sizeof(chain) / sizeof(chain[0]))) return -ENOENT;
     chain[n++] = tok;
   }
@@ -234,69 +83,82 @@ static int add_pci_path(struct sysfs_ctx *c, const char *devpath, char *bus_out)
   return parent;
 }
 
+static int cmp_numa(const void *a, const void *b) {
+  return ((const struct rail_topo_numa *)a)->os_index -
+         ((const struct rail_topo_numa *)b)->os_index;
+}
+
 static int add_numa_nodes(struct sysfs_ctx *c) {
   char **names, cpus[RAIL_TOPO_CPULIST];
   int n, rc;
 
-  rc = fs_list(c, &names, &n, "sys/devices/system/node");
+  rc = rail_sysfs_list(c->fs, &names, &n, "sys/devices/system/node");
   if (rc == 0) {
     for (int i = 0; i < n && rc == 0; i++) {
       int os, end = 0;
       if (sscanf(names[i], "node%d%n", &os, &end) != 1 || names[i][end] != '\0') continue;
-      if (fs_read(c, cpus, sizeof(cpus), "sys/devices/system/node/%s/cpulist", names[i]) != 0)
+      if (rail_sysfs_read(c->fs, cpus, sizeof(cpus), "sys/devices/system/node/%s/cpulist",
+                          names[i]) != 0)
         cpus[0] = '\0';
       if (rail_topo_add_numa(c->topo, os, cpus) < 0) {
         RAIL_WARN("sysfs: more than %d NUMA nodes", RAIL_TOPO_MAX_NUMA);
         rc = -ENOSPC;
       }
     }
-    free_names(names, n);
+    rail_sysfs_free_list(names, n);
     if (rc != 0) return rc;
   }
-  /* fs_list sorts node10 before node2; the model lists nodes by number. */
-  for (int i = 1; i < c->topo->nnuma; i++)
-    for (int j = i; j > 0 && c->topo->numa[j].os_index < c->topo->numa[j - 1].os_index; j--) {
-      struct rail_topo_numa t = c->topo->numa[j];
-      c->topo->numa[j] = c->topo->numa[j - 1];
-      c->topo->numa[j - 1] = t;
-    }
+  qsort(c->topo->numa, (size_t)c->topo->nnuma, sizeof(c->topo->numa[0]), cmp_numa);
   if (c->topo->nnuma == 0) {
     /* A kernel without NUMA support: the machine is one node. */
-    if (fs_read(c, cpus, sizeof(cpus), "sys/devices/system/cpu/online") != 0) cpus[0] = '\0';
+    if (rail_sysfs_read(c->fs, cpus, sizeof(cpus), "sys/devices/system/cpu/online") != 0)
+      cpus[0] = '\0';
     rail_topo_add_numa(c->topo, 0, cpus);
   }
   return 0;
 }
 
-static int add_pci_devices(struct sysfs_ctx *c) {
-  char **names, real[PATH_MAX];
-  int n, rc;
+static int add_gpu(struct sysfs_ctx *c, const char *bus) {
+  char real[PATH_MAX];
+  int idx, g;
 
-  rc = fs_list(c, &names, &n, "sys/bus/pci/devices");
-  if (rc != 0) {
-    RAIL_INFO(RAIL_SUBSYS_INIT, "sysfs: no PCI bus under %s/sys (%s)", c->real, strerror(-rc));
+  if (rail_sysfs_realpath(c->fs, real, sizeof(real), "sys/bus/pci/devices/%s", bus) != 0) return 0;
+  idx = add_pci_path(c, real, NULL);
+  if (idx == -ENOSPC) return idx;
+  if (idx < 0) return 0;
+  g = rail_topo_add_gpu(c->topo, idx);
+  if (g < 0) {
+    RAIL_INFO(RAIL_SUBSYS_INIT, "sysfs: GPU %s ignored: more than %d GPUs", bus,
+              RAIL_TOPO_MAX_GPUS);
     return 0;
   }
-  for (int i = 0; i < n; i++) {
-    unsigned cls = class_of(c, names[i]);
-    int vendor = (int)fs_read_long(c, -1, "sys/bus/pci/devices/%s/vendor", names[i]), idx;
-
-    if (cls == 0x0680 && vendor == RAIL_PCI_VENDOR_NVIDIA) {
-      c->topo->nvswitches++;
-      continue;
-    }
-    if (!rail_topo_class_is_gpu(cls, vendor)) continue;
-    if (fs_realpath(c, real, sizeof(real), "sys/bus/pci/devices/%s", names[i]) != 0) continue;
-    idx = add_pci_path(c, real, NULL);
-    if (idx == -ENOSPC) {
-      rc = idx;
-      break;
-    }
-    if (idx >= 0 && rail_topo_add_gpu(c->topo, idx) < 0)
-      RAIL_INFO(RAIL_SUBSYS_INIT, "sysfs: GPU %s ignored: more than %d GPUs", names[i],
-                RAIL_TOPO_MAX_GPUS);
+  if (id_of(c, bus, "device") > 0) {
+    c->topo->gpus[g].device_id = (unsigned)id_of(c, bus, "device");
+    c->topo->gpus[g].sm = rail_topo_gpu_sm(c->topo->gpus[g].device_id);
   }
-  free_names(names, n);
+  return 0;
+}
+
+static int add_pci_devices(struct sysfs_ctx *c) {
+  char **names;
+  int n, rc;
+
+  rc = rail_sysfs_list(c->fs, &names, &n, "sys/bus/pci/devices");
+  if (rc != 0) {
+    RAIL_INFO(RAIL_SUBSYS_INIT, "sysfs: no PCI bus under %s/sys (%s)", c->fs->real, strerror(-rc));
+    return 0;
+  }
+  rc = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    unsigned cls = class_of(c, names[i]);
+    int vendor = id_of(c, names[i], "vendor");
+
+    if (cls == 0x0680 && vendor == RAIL_PCI_VENDOR_NVIDIA)
+      rail_topo_add_nvswitch(c->topo, names[i]);
+    else if (rail_topo_class_is_gpu(cls, vendor))
+      rc = add_gpu(c, names[i]);
+  }
+  rail_sysfs_free_list(names, n);
   return rc;
 }
 
@@ -307,13 +169,15 @@ static void check_pcie(struct sysfs_ctx *c, struct rail_topo_nic *nic) {
   double cs, ms;
   long cw, mw;
 
-  if (fs_read(c, cur, sizeof(cur), "sys/bus/pci/devices/%s/current_link_speed", nic->bus_id) != 0 ||
-      fs_read(c, max, sizeof(max), "sys/bus/pci/devices/%s/max_link_speed", nic->bus_id) != 0)
+  if (rail_sysfs_read(c->fs, cur, sizeof(cur), "sys/bus/pci/devices/%s/current_link_speed",
+                      nic->bus_id) != 0 ||
+      rail_sysfs_read(c->fs, max, sizeof(max), "sys/bus/pci/devices/%s/max_link_speed",
+                      nic->bus_id) != 0)
     return;
   cs = strtod(cur, NULL);
   ms = strtod(max, NULL);
-  cw = fs_read_long(c, 0, "sys/bus/pci/devices/%s/current_link_width", nic->bus_id);
-  mw = fs_read_long(c, 0, "sys/bus/pci/devices/%s/max_link_width", nic->bus_id);
+  cw = rail_sysfs_read_long(c->fs, 0, "sys/bus/pci/devices/%s/current_link_width", nic->bus_id);
+  mw = rail_sysfs_read_long(c->fs, 0, "sys/bus/pci/devices/%s/max_link_width", nic->bus_id);
   if (cs <= 0 || ms <= 0 || cw <= 0 || mw <= 0) return;
   if (cs < ms || cw < mw) {
     nic->flags |= RAIL_NIC_SLOW;
@@ -335,7 +199,7 @@ static int attach_pci(struct sysfs_ctx *c, struct rail_topo_nic *nic, const char
 
   nic->pci = -1;
   nic->numa = -1;
-  if (fs_realpath(c, real, sizeof(real), "%s/device", entry) != 0 ||
+  if (rail_sysfs_realpath(c->fs, real, sizeof(real), "%s/device", entry) != 0 ||
       (idx = add_pci_path(c, real, bus)) == -ENOENT) {
     nic->flags |= RAIL_NIC_NO_PCI;
     return 0;
@@ -346,7 +210,9 @@ static int attach_pci(struct sysfs_ctx *c, struct rail_topo_nic *nic, const char
   if (strlen(real) < sizeof(nic->pci_path)) memcpy(nic->pci_path, real, strlen(real) + 1);
   nic->pci = idx;
   nic->numa = numa_of(c, bus);
-  if (class_of(c, bus) == 0x0207) nic->flags |= RAIL_NIC_IB;
+  nic->fabric =
+      rail_topo_pci_fabric(class_of(c, bus), id_of(c, bus, "vendor"), id_of(c, bus, "device"));
+  if (rail_topo_class_is_ib(class_of(c, bus))) nic->flags |= RAIL_NIC_IB;
   check_pcie(c, nic);
   return 0;
 }
@@ -355,10 +221,10 @@ static int read_netdevs(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *co
   char **names, state[32], entry[PATH_MAX];
   int n, rc, k = 0;
 
-  rc = fs_list(c, &names, &n, "sys/class/net");
+  rc = rail_sysfs_list(c->fs, &names, &n, "sys/class/net");
   if (rc != 0) {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "sysfs: cannot list %s/sys/class/net: %s",
-              c->real, strerror(-rc));
+              c->fs->real, strerror(-rc));
     return rc;
   }
   for (int i = 0; i < n && rc == 0; i++) {
@@ -367,7 +233,8 @@ static int read_netdevs(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *co
 
     /* Loopback carries no traffic between nodes; bonding_masters is a file. */
     if (strcmp(names[i], "lo") == 0 || strlen(names[i]) >= RAIL_TOPO_NAME) continue;
-    if (fs_read(c, state, sizeof(state), "sys/class/net/%s/operstate", names[i]) != 0) continue;
+    if (rail_sysfs_read(c->fs, state, sizeof(state), "sys/class/net/%s/operstate", names[i]) != 0)
+      continue;
     if (k == SYSFS_MAX_IFS) break;
     memset(nic, 0, sizeof(*nic));
     snprintf(nic->name, sizeof(nic->name), "%s", names[i]);
@@ -375,8 +242,11 @@ static int read_netdevs(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *co
     snprintf(entry, sizeof(entry), "sys/class/net/%s", names[i]);
     rc = attach_pci(c, nic, entry);
     /* ARPHRD_INFINIBAND: an IPoIB interface. */
-    if (fs_read_long(c, 0, "sys/class/net/%s/type", names[i]) == 32) nic->flags |= RAIL_NIC_IB;
-    speed = fs_read_long(c, 0, "sys/class/net/%s/speed", names[i]);
+    if (rail_sysfs_read_long(c->fs, 0, "sys/class/net/%s/type", names[i]) == 32) {
+      nic->flags |= RAIL_NIC_IB;
+      nic->fabric = RAIL_FABRIC_IB;
+    }
+    speed = rail_sysfs_read_long(c->fs, 0, "sys/class/net/%s/speed", names[i]);
     nic->speed_mbps = speed > 0 && speed < 100000000 ? (int)speed : 0;
     if (link_down(state)) {
       nic->flags |= RAIL_NIC_DOWN;
@@ -384,7 +254,7 @@ static int read_netdevs(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *co
     }
     k++;
   }
-  free_names(names, n);
+  rail_sysfs_free_list(names, n);
   *count = k;
   return rc;
 }
@@ -395,71 +265,65 @@ static int rate_mbps(const char *rate) {
   return v > 0 && v < 100000 ? (int)(v * 1000 + 0.5) : 0;
 }
 
-/* The netdev of an RDMA device: the parent of a software device (rxe, siw),
- * the RoCE port's netdev, or the interface of the same PCI function. */
-static void rdma_netdev(struct sysfs_ctx *c, const char *dev, int port, char *out, size_t len) {
-  char **names;
-  int n;
+/* The fabric an RDMA device gives its NIC: its link layer, unless the PCI
+ * identity already said more (EFA, whose link layer reads "Unspecified"). */
+static void rdma_fabric(struct rail_topo_nic *nic, int ib) {
+  if (ib)
+    nic->fabric = RAIL_FABRIC_IB;
+  else if (nic->fabric != RAIL_FABRIC_EFA && nic->fabric != RAIL_FABRIC_LIBFABRIC)
+    nic->fabric = strncmp(nic->rdma_dev, "efa", 3) == 0 ? RAIL_FABRIC_EFA : RAIL_FABRIC_ROCE;
+}
 
-  if (fs_read(c, out, len, "sys/class/infiniband/%s/parent", dev) == 0) return;
-  if (fs_read(c, out, len, "sys/class/infiniband/%s/ports/%d/gid_attrs/ndevs/0", dev, port) == 0)
-    return;
-  out[0] = '\0';
-  if (fs_list(c, &names, &n, "sys/class/infiniband/%s/device/net", dev) == 0) {
-    if (n > 0) snprintf(out, len, "%s", names[0]);
-    free_names(names, n);
+/* One RDMA device: joined to its interface's NIC, or a NIC of its own. */
+static int read_rdma_dev(struct sysfs_ctx *c, const char *dev, struct rail_topo_nic *nics,
+                         int *count) {
+  char nd[RAIL_TOPO_NAME], rate[64], layer[32], entry[PATH_MAX];
+  struct rail_topo_nic *nic = NULL;
+  int port = rail_sysfs_rdma_first_port(c->fs, dev), ib, state, own = 0, rc = 0;
+
+  state = (int)rail_sysfs_read_long(c->fs, -1, "sys/class/infiniband/%s/ports/%d/state", dev, port);
+  if (rail_sysfs_read(c->fs, rate, sizeof(rate), "sys/class/infiniband/%s/ports/%d/rate", dev,
+                      port) != 0)
+    rate[0] = '\0';
+  if (rail_sysfs_read(c->fs, layer, sizeof(layer), "sys/class/infiniband/%s/ports/%d/link_layer",
+                      dev, port) != 0)
+    layer[0] = '\0';
+  ib = strcmp(layer, "InfiniBand") == 0;
+  rail_sysfs_rdma_netdev(c->fs, dev, port, nd, sizeof(nd));
+  for (int k = 0; k < *count && nd[0] != '\0'; k++)
+    if (strcmp(nics[k].netdev, nd) == 0 && nics[k].rdma_dev[0] == '\0') nic = &nics[k];
+  if (nic == NULL) {
+    /* No interface (EFA, an IB port without IPoIB): a NIC of its own. */
+    if (*count == SYSFS_MAX_IFS) return 0;
+    nic = &nics[(*count)++];
+    memset(nic, 0, sizeof(*nic));
+    snprintf(nic->name, sizeof(nic->name), "%s", dev);
+    snprintf(entry, sizeof(entry), "sys/class/infiniband/%s", dev);
+    rc = attach_pci(c, nic, entry);
+    own = 1;
   }
+  snprintf(nic->rdma_dev, sizeof(nic->rdma_dev), "%s", dev);
+  if (ib) nic->flags |= RAIL_NIC_IB;
+  rdma_fabric(nic, ib);
+  /* RoCE and software devices: the interface's speed and state stand. */
+  if (!ib && !own) return rc;
+  if (rate_mbps(rate) > 0) nic->speed_mbps = rate_mbps(rate);
+  /* ports/N/state reads "4: ACTIVE"; any other state carries no traffic. */
+  if (state >= 0 && state != 4 && !(nic->flags & RAIL_NIC_DOWN)) {
+    nic->flags |= RAIL_NIC_DOWN;
+    snprintf(nic->note, sizeof(nic->note), "port %d state %d, not ACTIVE; not fused", port, state);
+  }
+  return rc;
 }
 
 static int read_rdma(struct sysfs_ctx *c, struct rail_topo_nic *nics, int *count) {
-  char **names, **ports, nd[RAIL_TOPO_NAME], rate[64], layer[32], entry[PATH_MAX];
-  int n, np, rc;
+  char **names;
+  int n, rc = 0;
 
-  if (fs_list(c, &names, &n, "sys/class/infiniband") != 0) return 0; /* no RDMA stack */
-  rc = 0;
-  for (int i = 0; i < n && rc == 0; i++) {
-    const char *dev = names[i];
-    struct rail_topo_nic *nic = NULL;
-    int port = 1, ib, state, own = 0;
-
-    if (strlen(dev) >= RAIL_TOPO_NAME) continue;
-    if (fs_list(c, &ports, &np, "sys/class/infiniband/%s/ports", dev) == 0) {
-      if (np > 0) port = atoi(ports[0]);
-      free_names(ports, np);
-    }
-    state = (int)fs_read_long(c, -1, "sys/class/infiniband/%s/ports/%d/state", dev, port);
-    if (fs_read(c, rate, sizeof(rate), "sys/class/infiniband/%s/ports/%d/rate", dev, port) != 0)
-      rate[0] = '\0';
-    if (fs_read(c, layer, sizeof(layer), "sys/class/infiniband/%s/ports/%d/link_layer", dev,
-                port) != 0)
-      layer[0] = '\0';
-    ib = strcmp(layer, "InfiniBand") == 0;
-    rdma_netdev(c, dev, port, nd, sizeof(nd));
-    for (int k = 0; k < *count && nd[0] != '\0'; k++)
-      if (strcmp(nics[k].netdev, nd) == 0 && nics[k].rdma_dev[0] == '\0') nic = &nics[k];
-    if (nic == NULL) {
-      /* No interface (EFA, an IB port without IPoIB): a NIC of its own. */
-      if (*count == SYSFS_MAX_IFS) break;
-      nic = &nics[(*count)++];
-      memset(nic, 0, sizeof(*nic));
-      snprintf(nic->name, sizeof(nic->name), "%s", dev);
-      snprintf(entry, sizeof(entry), "sys/class/infiniband/%s", dev);
-      rc = attach_pci(c, nic, entry);
-      own = 1;
-    }
-    snprintf(nic->rdma_dev, sizeof(nic->rdma_dev), "%s", dev);
-    if (ib) nic->flags |= RAIL_NIC_IB;
-    /* RoCE and software devices: the interface's speed and state stand. */
-    if (!ib && !own) continue;
-    if (rate_mbps(rate) > 0) nic->speed_mbps = rate_mbps(rate);
-    /* ports/N/state reads "4: ACTIVE"; any other state carries no traffic. */
-    if (state >= 0 && state != 4 && !(nic->flags & RAIL_NIC_DOWN)) {
-      nic->flags |= RAIL_NIC_DOWN;
-      snprintf(nic->note, sizeof(nic->note), "port %d state %d, not ACTIVE; not fused", port,
-               state);
-    }
-  }
-  free_names(names, n);
+  if (rail_sysfs_list(c->fs, &names, &n, "sys/class/infiniband") != 0) return 0; /* no RDMA */
+  for (int i = 0; i < n && rc == 0; i++)
+    if (strlen(names[i]) < RAIL_TOPO_NAME) rc = read_rdma_dev(c, names[i], nics, count);
+  rail_sysfs_free_list(names, n);
   return rc;
 }
 
@@ -469,18 +333,18 @@ static int cmp_pci_first(const void *a, const void *b) {
   return vx != vy ? vx - vy : strcmp(x->name, y->name);
 }
 
-int rail_topo_sysfs_add_nics(struct rail_topo *topo, const char *root) {
-  struct sysfs_ctx c;
+int rail_topo_sysfs_add_nics(struct rail_topo *topo, const struct rail_sysfs *fs) {
+  struct sysfs_ctx c = {.fs = fs, .topo = topo};
   struct rail_topo_nic *nics;
   int count = 0, rc, skipped = 0;
 
-  rc = ctx_init(&c, root, topo);
-  if (rc != 0) return rc;
   nics = calloc(SYSFS_MAX_IFS, sizeof(*nics));
   if (nics == NULL) return -ENOMEM;
   rc = read_netdevs(&c, nics, &count);
   if (rc == 0) rc = read_rdma(&c, nics, &count);
   if (rc != 0) goto free_nics;
+  for (int i = 0; i < count; i++)
+    if (nics[i].fabric == RAIL_FABRIC_UNKNOWN) nics[i].fabric = RAIL_FABRIC_TCP;
   /* Physical NICs first, so that a full model has dropped only virtual ones. */
   qsort(nics, (size_t)count, sizeof(*nics), cmp_pci_first);
   for (int i = 0; i < count; i++)
@@ -495,50 +359,74 @@ free_nics:
   return rc;
 }
 
-void rail_topo_sysfs_enrich(struct rail_topo *topo, const char *root) {
-  struct sysfs_ctx c;
-  char **names;
+/* What a file left out of one NIC, from the PCI function of the same bus id
+ * here: its interface, its RDMA device and so its fabric. */
+static void enrich_nic(const struct rail_sysfs *fs, struct rail_topo_nic *nic) {
+  char **names, layer[32];
   int n;
 
-  if (ctx_init(&c, root, topo) != 0) return;
+  if (nic->netdev[0] == '\0' &&
+      rail_sysfs_list(fs, &names, &n, "sys/bus/pci/devices/%s/net", nic->bus_id) == 0) {
+    if (n > 0) snprintf(nic->netdev, sizeof(nic->netdev), "%s", names[0]);
+    rail_sysfs_free_list(names, n);
+  }
+  if (nic->rdma_dev[0] == '\0')
+    rail_sysfs_pci_rdma(fs, nic->bus_id, nic->rdma_dev, sizeof(nic->rdma_dev));
+  if (nic->fabric != RAIL_FABRIC_UNKNOWN && nic->fabric != RAIL_FABRIC_TCP) return;
+  if (nic->rdma_dev[0] == '\0') return;
+  if (rail_sysfs_read(fs, layer, sizeof(layer), "sys/class/infiniband/%s/ports/%d/link_layer",
+                      nic->rdma_dev, rail_sysfs_rdma_first_port(fs, nic->rdma_dev)) != 0)
+    layer[0] = '\0';
+  rdma_fabric(nic, strcmp(layer, "InfiniBand") == 0);
+}
+
+void rail_topo_sysfs_enrich(struct rail_topo *topo, const struct rail_sysfs *fs) {
+  int changed = 0;
   for (int i = 0; i < topo->nnics; i++) {
     struct rail_topo_nic *nic = &topo->nics[i];
+    int fabric = nic->fabric;
     if (nic->bus_id[0] == '\0') continue;
-    if (fs_realpath(&c, nic->pci_path, sizeof(nic->pci_path), "sys/bus/pci/devices/%s",
-                    nic->bus_id) != 0) {
+    if (rail_sysfs_realpath(fs, nic->pci_path, sizeof(nic->pci_path), "sys/bus/pci/devices/%s",
+                            nic->bus_id) != 0) {
       nic->pci_path[0] = '\0';
       continue;
     }
-    if (nic->netdev[0] == '\0' &&
-        fs_list(&c, &names, &n, "sys/bus/pci/devices/%s/net", nic->bus_id) == 0) {
-      if (n > 0) snprintf(nic->netdev, sizeof(nic->netdev), "%s", names[0]);
-      free_names(names, n);
-    }
+    enrich_nic(fs, nic);
+    changed |= nic->fabric != fabric;
   }
+  /* A fabric learnt here can change which NICs are rails. */
+  if (changed) rail_topo_make_rails(topo);
   rail_topo_group_paths(topo);
 }
 
 int rail_topo_load_sysfs(const char *root, struct rail_topo **out) {
-  struct sysfs_ctx c;
-  struct rail_topo *topo;
+  struct rail_sysfs fs;
+  int rc = rail_sysfs_open(&fs, root);
+  if (rc != 0) return rc;
+  return rail_topo_loader_sysfs.load(&(struct rail_topo_src){.fs = &fs}, out);
+}
+
+static int sysfs_probe(const struct rail_topo_src *src, char *why, size_t len) {
+  snprintf(why, len, "sysfs alone");
+  return 1;
+}
+
+static int sysfs_load(const struct rail_topo_src *src, struct rail_topo **out) {
+  struct sysfs_ctx c = {.fs = src->fs};
   int rc;
 
-  topo = rail_topo_alloc("sysfs");
-  if (topo == NULL) return -ENOMEM;
-  rc = ctx_init(&c, root, topo);
-  if (rc != 0) goto free_topo;
+  c.topo = rail_topo_alloc("sysfs");
+  if (c.topo == NULL) return -ENOMEM;
   rc = add_numa_nodes(&c);
-  if (rc != 0) goto free_topo;
-  rc = add_pci_devices(&c);
-  if (rc != 0) goto free_topo;
-  rc = rail_topo_sysfs_add_nics(topo, root);
-  if (rc != 0) goto free_topo;
-  rc = rail_topo_finish(topo);
-  if (rc != 0) goto free_topo;
-  *out = topo;
+  if (rc == 0) rc = add_pci_devices(&c);
+  if (rc == 0) rc = rail_topo_sysfs_add_nics(c.topo, src->fs);
+  if (rc == 0) rc = rail_topo_finish(c.topo);
+  if (rc != 0) {
+    rail_topo_free(c.topo);
+    return rc;
+  }
+  *out = c.topo;
   return 0;
-
-free_topo:
-  rail_topo_free(topo);
-  return rc;
 }
+
+const struct rail_topo_loader rail_topo_loader_sysfs = {"sysfs", sysfs_probe, sysfs_load};

@@ -21,6 +21,8 @@ struct rail_xml_parser {
   const char *file;
   const char *p, *end;
   int line;
+  struct rail_xml_node *root, *cur; /* the tree so far, the open element */
+  int depth;
 };
 
 static int xml_error(const struct rail_xml_parser *x, int line, const char *fmt, ...)
@@ -39,6 +41,7 @@ static int xml_error(const struct rail_xml_parser *x, int line, const char *fmt,
 
 static void xml_free_node(struct rail_xml_node *n) {
   free(n->name);
+  free(n->text);
   for (int i = 0; i < n->nattrs; i++) {
     free(n->attrs[i].name);
     free(n->attrs[i].value);
@@ -69,6 +72,12 @@ void rail_xml_free(struct rail_xml_node *root) {
 const char *rail_xml_attr(const struct rail_xml_node *node, const char *name) {
   for (int i = 0; i < node->nattrs; i++)
     if (strcmp(node->attrs[i].name, name) == 0) return node->attrs[i].value;
+  return NULL;
+}
+
+const struct rail_xml_node *rail_xml_child(const struct rail_xml_node *node, const char *name) {
+  for (const struct rail_xml_node *c = node->child; c != NULL; c = c->next)
+    if (strcmp(c->name, name) == 0) return c;
   return NULL;
 }
 
@@ -173,188 +182,212 @@ static int xml_decode(const struct rail_xml_parser *x, const char *s, size_t n, 
   return 0;
 }
 
-static int xml_add_attr(struct rail_xml_node *n, char *name, char *value) {
-  struct rail_xml_attr *a = realloc(n->attrs, (size_t)(n->nattrs + 1) * sizeof(*a));
-  if (a == NULL) return -ENOMEM;
-  n->attrs = a;
-  a[n->nattrs].name = name;
-  a[n->nattrs].value = value;
+static int xml_add_attr(struct rail_xml_node *n, int *cap, char *name, char *value, int line) {
+  if (n->nattrs == *cap) {
+    int ncap = *cap ? 2 * *cap : 8;
+    struct rail_xml_attr *a = realloc(n->attrs, (size_t)ncap * sizeof(*a));
+    if (a == NULL) return -ENOMEM;
+    n->attrs = a;
+    *cap = ncap;
+  }
+  n->attrs[n->nattrs].name = name;
+  n->attrs[n->nattrs].value = value;
+  n->attrs[n->nattrs].line = line;
   n->nattrs++;
   return 0;
 }
 
+static int cmp_attr(const void *a, const void *b) {
+  const struct rail_xml_attr *x = *(const struct rail_xml_attr *const *)a;
+  const struct rail_xml_attr *y = *(const struct rail_xml_attr *const *)b;
+  int c = strcmp(x->name, y->name);
+  /* Ties in document order, so that the repeat named is the later one. */
+  return c != 0 ? c : (x < y ? -1 : x > y);
+}
+
+/* A repeated attribute is an error (XML 1.0, 3.1). Sorting once keeps a
+ * hostile element of many attributes at O(n log n). */
+static int xml_check_repeats(const struct rail_xml_parser *x, const struct rail_xml_node *n) {
+  const struct rail_xml_attr **v;
+  int rc = 0;
+
+  if (n->nattrs < 2) return 0;
+  v = malloc((size_t)n->nattrs * sizeof(*v));
+  if (v == NULL) return -ENOMEM;
+  for (int i = 0; i < n->nattrs; i++)
+    v[i] = &n->attrs[i];
+  qsort(v, (size_t)n->nattrs, sizeof(*v), cmp_attr);
+  for (int i = 1; i < n->nattrs && rc == 0; i++)
+    if (strcmp(v[i]->name, v[i - 1]->name) == 0)
+      rc = xml_error(x, v[i]->line, "attribute %s repeated in <%s>", v[i]->name, n->name);
+  free(v);
+  return rc;
+}
+
+/* One attribute: name = "value" or 'value'. */
+static int xml_read_attr(struct rail_xml_parser *x, struct rail_xml_node *n, int *cap) {
+  char *name, *value = NULL, quote;
+  const char *vstart;
+  int line = x->line, rc;
+
+  name = xml_read_name(x);
+  if (name == NULL) return xml_error(x, x->line, "unexpected '%c' in <%s>", *x->p, n->name);
+  xml_skip_space(x);
+  if (x->p >= x->end || *x->p != '=') {
+    rc = xml_error(x, x->line, "attribute %s of <%s> has no value", name, n->name);
+    goto free_name;
+  }
+  xml_advance(x, 1);
+  xml_skip_space(x);
+  if (x->p >= x->end || (*x->p != '"' && *x->p != '\'')) {
+    rc = xml_error(x, x->line, "value of attribute %s in <%s> is not quoted", name, n->name);
+    goto free_name;
+  }
+  quote = *x->p;
+  xml_advance(x, 1);
+  vstart = x->p;
+  while (x->p < x->end && *x->p != quote)
+    xml_advance(x, 1);
+  if (x->p >= x->end) {
+    rc = xml_error(x, n->line, "unterminated value of attribute %s in <%s>", name, n->name);
+    goto free_name;
+  }
+  rc = xml_decode(x, vstart, (size_t)(x->p - vstart), &value);
+  xml_advance(x, 1);
+  if (rc == 0) rc = xml_add_attr(n, cap, name, value, line);
+  if (rc == 0) return 0;
+  free(value);
+free_name:
+  free(name);
+  return rc;
+}
+
 /* Reads attributes up to '>' or "/>"; *empty tells which. */
 static int xml_read_attrs(struct rail_xml_parser *x, struct rail_xml_node *n, int *empty) {
+  int cap = 0, rc;
   for (;;) {
-    char *name, *value = NULL;
-    const char *vstart;
-    char quote;
-    int rc;
-
     xml_skip_space(x);
     if (x->p >= x->end) return xml_error(x, n->line, "unexpected end of file in <%s", n->name);
-    if (*x->p == '>') {
-      xml_advance(x, 1);
-      *empty = 0;
-      return 0;
+    if (*x->p == '>' || xml_starts(x, "/>")) {
+      *empty = *x->p == '/';
+      xml_advance(x, *empty ? 2 : 1);
+      return xml_check_repeats(x, n);
     }
-    if (xml_starts(x, "/>")) {
-      xml_advance(x, 2);
-      *empty = 1;
-      return 0;
-    }
-    name = xml_read_name(x);
-    if (name == NULL) return xml_error(x, x->line, "unexpected '%c' in <%s>", *x->p, n->name);
-    if (rail_xml_attr(n, name) != NULL) {
-      rc = xml_error(x, x->line, "attribute %s repeated in <%s>", name, n->name);
-      free(name);
-      return rc;
-    }
-    xml_skip_space(x);
-    if (x->p >= x->end || *x->p != '=') {
-      rc = xml_error(x, x->line, "attribute %s of <%s> has no value", name, n->name);
-      free(name);
-      return rc;
-    }
-    xml_advance(x, 1);
-    xml_skip_space(x);
-    if (x->p >= x->end || (*x->p != '"' && *x->p != '\'')) {
-      rc = xml_error(x, x->line, "value of attribute %s in <%s> is not quoted", name, n->name);
-      free(name);
-      return rc;
-    }
-    quote = *x->p;
-    xml_advance(x, 1);
-    vstart = x->p;
-    while (x->p < x->end && *x->p != quote)
-      xml_advance(x, 1);
-    if (x->p >= x->end) {
-      rc = xml_error(x, n->line, "unterminated value of attribute %s in <%s>", name, n->name);
-      free(name);
-      return rc;
-    }
-    rc = xml_decode(x, vstart, (size_t)(x->p - vstart), &value);
-    xml_advance(x, 1);
-    if (rc == 0) {
-      rc = xml_add_attr(n, name, value);
-      if (rc != 0) free(value);
-    }
-    if (rc != 0) {
-      free(name);
-      return rc;
-    }
+    rc = xml_read_attr(x, n, &cap);
+    if (rc != 0) return rc;
   }
 }
 
+/* Character data: meaningless in both formats except where hwloc keeps
+ * numbers in it (<u64values>); only legal inside the root. The first
+ * non-blank run is kept as the element's text. */
+static int xml_text(struct rail_xml_parser *x) {
+  const char *start = x->p, *s, *e;
+  int line = x->line;
+
+  while (x->p < x->end && *x->p != '<') {
+    if (*x->p == '\0') return xml_error(x, x->line, "NUL byte: not a text file");
+    xml_advance(x, 1);
+  }
+  for (s = start; s < x->p && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'); s++)
+    ;
+  for (e = x->p; e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'); e--)
+    ;
+  if (s == e) return 0;
+  if (x->cur == NULL) return xml_error(x, line, "text outside the root element");
+  if (x->cur->text != NULL) return 0;
+  return xml_decode(x, s, (size_t)(e - s), &x->cur->text);
+}
+
+static int xml_end_tag(struct rail_xml_parser *x) {
+  int line = x->line, rc = 0;
+  char *name;
+
+  xml_advance(x, 2);
+  name = xml_read_name(x);
+  if (name == NULL || x->cur == NULL || strcmp(name, x->cur->name) != 0) {
+    if (x->cur == NULL)
+      rc = xml_error(x, line, "closing tag </%s> without an open element", name ? name : "");
+    else
+      rc = xml_error(x, line, "closing tag </%s> does not match <%s> opened at line %d",
+                     name ? name : "", x->cur->name, x->cur->line);
+  }
+  free(name);
+  if (rc != 0) return rc;
+  xml_skip_space(x);
+  if (x->p >= x->end || *x->p != '>')
+    return xml_error(x, line, "closing tag </%s> not ended by '>'", x->cur->name);
+  xml_advance(x, 1);
+  x->cur = x->cur->parent;
+  x->depth--;
+  return 0;
+}
+
+static int xml_start_tag(struct rail_xml_parser *x) {
+  struct rail_xml_node *n;
+  int empty = 0, rc;
+
+  xml_advance(x, 1);
+  if (x->root != NULL && x->cur == NULL)
+    return xml_error(x, x->line, "a second root element after </%s>", x->root->name);
+  if (x->depth >= RAIL_XML_MAX_DEPTH)
+    return xml_error(x, x->line, "elements nested deeper than %d", RAIL_XML_MAX_DEPTH);
+  n = calloc(1, sizeof(*n));
+  if (n == NULL) return -ENOMEM;
+  n->line = x->line;
+  n->name = xml_read_name(x);
+  if (n->name == NULL) {
+    xml_free_node(n);
+    return xml_error(x, x->line, "'<' not followed by an element name");
+  }
+  /* Link first, so that an error below frees the node with the tree. */
+  n->parent = x->cur;
+  if (x->cur == NULL) {
+    x->root = n;
+  } else if (x->cur->last_child == NULL) {
+    x->cur->child = x->cur->last_child = n;
+  } else {
+    x->cur->last_child->next = n;
+    x->cur->last_child = n;
+  }
+  rc = xml_read_attrs(x, n, &empty);
+  if (rc != 0) return rc;
+  if (!empty) {
+    x->cur = n;
+    x->depth++;
+  }
+  return 0;
+}
+
+/* One construct at x->p: text, a skipped one, or a tag. */
+static int xml_step(struct rail_xml_parser *x) {
+  if (*x->p != '<') return xml_text(x);
+  if (xml_starts(x, "<?")) return xml_skip_to(x, "?>", "<? processing instruction");
+  if (xml_starts(x, "<!--")) return xml_skip_to(x, "-->", "comment");
+  if (xml_starts(x, "<![CDATA[")) return xml_skip_to(x, "]]>", "CDATA section");
+  if (xml_starts(x, "<!")) return xml_skip_doctype(x);
+  if (xml_starts(x, "</")) return xml_end_tag(x);
+  return xml_start_tag(x);
+}
+
 static int xml_parse(struct rail_xml_parser *x, struct rail_xml_node **out) {
-  struct rail_xml_node *root = NULL, *cur = NULL;
-  int depth = 0, rc = 0;
+  int rc = 0;
 
-  while (x->p < x->end) {
-    if (*x->p != '<') {
-      char c = *x->p;
-      if (c == '\0') {
-        rc = xml_error(x, x->line, "NUL byte: not a text file");
-        goto free_tree;
-      }
-      /* Text is meaningless in both formats, but only legal inside the root. */
-      if (cur == NULL && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-        rc = xml_error(x, x->line, "text outside the root element");
-        goto free_tree;
-      }
-      xml_advance(x, 1);
-      continue;
-    }
-    if (xml_starts(x, "<?")) {
-      rc = xml_skip_to(x, "?>", "<? processing instruction");
-    } else if (xml_starts(x, "<!--")) {
-      rc = xml_skip_to(x, "-->", "comment");
-    } else if (xml_starts(x, "<![CDATA[")) {
-      rc = xml_skip_to(x, "]]>", "CDATA section");
-    } else if (xml_starts(x, "<!")) {
-      rc = xml_skip_doctype(x);
-    } else if (xml_starts(x, "</")) {
-      int line = x->line;
-      char *name;
-      xml_advance(x, 2);
-      name = xml_read_name(x);
-      if (name == NULL || cur == NULL || strcmp(name, cur->name) != 0) {
-        if (cur == NULL)
-          rc = xml_error(x, line, "closing tag </%s> without an open element", name ? name : "");
-        else
-          rc = xml_error(x, line, "closing tag </%s> does not match <%s> opened at line %d",
-                         name ? name : "", cur->name, cur->line);
-        free(name);
-        goto free_tree;
-      }
-      free(name);
-      xml_skip_space(x);
-      if (x->p >= x->end || *x->p != '>') {
-        rc = xml_error(x, line, "closing tag </%s> not ended by '>'", cur->name);
-        goto free_tree;
-      }
-      xml_advance(x, 1);
-      cur = cur->parent;
-      depth--;
-    } else {
-      struct rail_xml_node *n;
-      int empty;
-
-      xml_advance(x, 1);
-      if (root != NULL && cur == NULL) {
-        rc = xml_error(x, x->line, "a second root element after </%s>", root->name);
-        goto free_tree;
-      }
-      if (depth >= RAIL_XML_MAX_DEPTH) {
-        rc = xml_error(x, x->line, "elements nested deeper than %d", RAIL_XML_MAX_DEPTH);
-        goto free_tree;
-      }
-      n = calloc(1, sizeof(*n));
-      if (n == NULL) {
-        rc = -ENOMEM;
-        goto free_tree;
-      }
-      n->line = x->line;
-      n->name = xml_read_name(x);
-      if (n->name == NULL) {
-        xml_free_node(n);
-        rc = xml_error(x, x->line, "'<' not followed by an element name");
-        goto free_tree;
-      }
-      /* Link first, so that an error below frees the node with the tree. */
-      n->parent = cur;
-      if (cur == NULL) {
-        root = n;
-      } else if (cur->last_child == NULL) {
-        cur->child = cur->last_child = n;
-      } else {
-        cur->last_child->next = n;
-        cur->last_child = n;
-      }
-      rc = xml_read_attrs(x, n, &empty);
-      if (rc != 0) goto free_tree;
-      if (!empty) {
-        cur = n;
-        depth++;
-      }
-    }
-    if (rc != 0) goto free_tree;
-  }
-  if (cur != NULL) {
+  while (x->p < x->end && rc == 0)
+    rc = xml_step(x);
+  if (rc == 0 && x->cur != NULL)
     rc = xml_error(x, x->line, "unexpected end of file: <%s> opened at line %d is not closed",
-                   cur->name, cur->line);
-    goto free_tree;
+                   x->cur->name, x->cur->line);
+  if (rc != 0) {
+    if (x->root != NULL) rail_xml_free(x->root);
+    return rc;
   }
-  if (root == NULL) {
+  if (x->root == NULL) {
     RAIL_WARN("%s: no XML element in the file", x->file);
     return -ENODATA;
   }
-  *out = root;
+  *out = x->root;
   return 0;
-
-free_tree:
-  if (root != NULL) rail_xml_free(root);
-  return rc;
 }
 
 int rail_xml_parse_buf(const char *name, const char *buf, size_t len, struct rail_xml_node **root) {

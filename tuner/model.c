@@ -1,88 +1,62 @@
-/* The cost model (model.h). Structure and latency constants follow NCCL's own
- * model as shared/docs/cost-model.md section 4 and nccl-abi.md section 11
- * describe it; bandwidths come from the detected shape instead of NCCL's
- * graph search, so they are counted in bytes per link per node. Four
- * efficiencies were set against the AWS P5en measurements (cost-model.md
- * section 6) and are marked "calibrated"; docs/tuning.md discusses them. */
+/* The cost model (model.h): NCCL's own (tuner/nccl_model.c) for latencies
+ * and structure, with bandwidths from the shape and the corrections
+ * docs/tuning.md derives from published measurements, each named there. */
 #include "tuner/model.h"
 
 #include <errno.h>
 #include <math.h>
 #include <strings.h>
 
+#include "tuner/nccl_model.h"
+
 /* ---- constants ---------------------------------------------------------- */
 
-/* Link kinds indexing hw_lat: NVLink, PCIe, network (NCCL's order). */
-enum { LINK_NVL, LINK_PCI, LINK_NET, LINK_COUNT };
-
-/* NCCL's base latency per operation, us (cost-model.md 4.2; LL/LL128/Simple). */
-static const double base_lat[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT] = {
-    [RAIL_ALGO_TREE] = {6.8, 14.0, 8.4},
-    [RAIL_ALGO_RING] = {6.6, 14.0, 8.4},
-    [RAIL_ALGO_PAT] = {8.0, 8.0, 8.0},
+/* What each fabric does to the model. hop_us: transport latency per network
+ * hop beyond NCCL's constants (which are InfiniBand's); nic: the share of
+ * line rate NCCL gets; tree: Tree's network efficiency against NCCL's tree
+ * formula; nvlstree: NVLSTree's network stage against the rails; level_us:
+ * what each NVLSTree level costs beyond NCCL's hop (forwarding whole
+ * chunks); tree_factors: NCCL's per-size Tree factors hold for every
+ * protocol (1), or only for LL (0). docs/tuning.md, "Per-fabric constants",
+ * names the measurement behind each number; fabrics without published
+ * forced-algorithm runs take InfiniBand's. */
+struct fabric_params {
+  double hop_us, nic, tree, nvlstree, level_us;
+  int tree_factors;
 };
 
-/* NCCL's per-hop latency by link kind, us (cost-model.md 4.2). */
-static const double hw_lat[LINK_COUNT][RAIL_ALGO_COUNT][RAIL_PROTO_COUNT] = {
-    [LINK_NVL] = {[RAIL_ALGO_TREE] = {0.6, 1.25, 4.0},
-                  [RAIL_ALGO_RING] = {0.6, 1.9, 3.4},
-                  [RAIL_ALGO_NVLS] = {0, 0, 25.0},
-                  [RAIL_ALGO_NVLS_TREE] = {0, 0, 25.0},
-                  [RAIL_ALGO_PAT] = {0, 0, 4.0}},
-    [LINK_PCI] = {[RAIL_ALGO_TREE] = {1.0, 1.9, 4.0},
-                  [RAIL_ALGO_RING] = {1.0, 2.5, 5.7},
-                  [RAIL_ALGO_PAT] = {0, 0, 4.0}},
-    [LINK_NET] = {[RAIL_ALGO_TREE] = {5.0, 8.5, 14.0},
-                  [RAIL_ALGO_RING] = {2.7, 4.0, 14.0},
-                  [RAIL_ALGO_NVLS] = {0, 0, 18.0},
-                  [RAIL_ALGO_NVLS_TREE] = {0, 0, 20.9},
-                  [RAIL_ALGO_PAT] = {0, 0, 14.0}},
+static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
+    [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
+    [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1},
+    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1},
+    [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
+    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0},
+    [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
 };
 
-/* Ring bus bandwidth inside a node, GB/s: NVLink 4 as NCCL models it
- * (18 x 20.6) and as nccl-tests measures it (360-370); PCIe Gen4 x16 as NCCL
- * models it. The topology does not tell GPU generations apart, so one value
- * each (cost-model.md section 7). */
-#define BW_NVLINK 370.0
-#define BW_PCIE 24.0
-/* What NCCL gets of a NIC's line rate: 46-49 GB/s of 50 on 400G
- * (cost-model.md section 7). */
-#define NET_EFFICIENCY 0.96
-/* Protocol payload efficiencies (NCCL): LL128 carries 120 of 128 bytes and
- * NCCL rates it 0.92; LL moves a 4-byte flag per 4 bytes of data. */
-#define LL128_EFFICIENCY 0.92
-#define LL_EFFICIENCY 0.5
-/* NCCL's LL ceilings, GB/s: one node (Hopper), two nodes, three or more
- * (the Intel row; nccl-abi.md section 11). */
-static const double ll_max_bw[3] = {141.0, 39.0, 20.4};
-/* Calibrated in its use: NCCL rates Tree LL at 1/3.8 of the link where Ring
- * LL gets 1/2; we apply the same ratio to the LL ceiling, which is what binds
- * across nodes. P5en keeps Tree/LL to 192 KiB at every scale; the plain
- * ceiling would stretch it to 0.5-0.7 MiB. */
-#define TREE_LL_DIVISOR 3.8
-/* NVLink SHARP gets 0.85 of NVLink (NCCL's nvlsEfficiency for Hopper; 480
- * GB/s busbw on 8 GPUs, cost-model.md section 3). */
-#define NVLS_EFFICIENCY 0.85
-/* Calibrated: multi-node Tree runs at 0.65 of the bandwidth its bytes would
- * allow. P5en puts Tree/LL128 -> Ring/LL128 at 12.5 MiB on 2 nodes and 60
- * MiB on 8, which needs Tree near 2/3 of Ring; "Tree is slower than Ring"
- * reports (NVIDIA/nccl#1368) agree in direction. */
-#define TREE_NET_EFFICIENCY 0.65
-/* Calibrated: NVLSTree's network stage gets 0.9 of the rails. P5en has it
- * beating Ring/LL128 (0.92) only for large messages and losing to
- * Ring/Simple at 0.5-7 GiB, which brackets it between the two. */
-#define NVLSTREE_NET_EFFICIENCY 0.9
-/* Calibrated: each NVLSTree level forwards whole chunks (512 KiB by default,
- * NVIDIA/nccl PR #1112), a cost NCCL's 20.9 us hop leaves out. 35 us per
- * level puts P5en's Tree/LL128 -> NVLSTree crossover at 130-220 MiB. */
-#define NVLSTREE_LEVEL_US 35.0
-/* NCCL adds the network post overhead to intra-node hops of multi-node jobs:
- * 1 us (Intel), three times that for Simple (cost-model.md 4.2). */
-#define NET_POST_OVERHEAD_US 1.0
-/* PAT: NCCL's per-rank term and bandwidth factor (nccl-abi.md section 11). */
-#define PAT_PER_RANK_US 2.8
-#define PAT_NET_DIVISOR 3.5
+/* NVLink per link (NCCL's per-generation values, src/graph/topo.h v2.30.7)
+ * and links per GPU of each generation's SXM part; NCCL's ring reaches 0.98
+ * of their product on H100 (360-370 of 370.8 GB/s, nccl-tests#212). */
+#define NVLINK_EFFICIENCY 0.98
+/* PCIe x16 as NCCL models it: Gen4 24 GB/s, Gen5 (Hopper on) 48 GB/s. */
+#define BW_PCIE_GEN4 24.0
+#define BW_PCIE_GEN5 48.0
+/* Hopper's trees fall short of NCCL's formula across nodes: at NCCL's
+ * default 16 SMs a tree cannot reach the link, which NVLSTree does
+ * (sjeaugey, NVIDIA/nccl#1649); 0.88 is the share NVIDIA/nccl#1368 measures
+ * (8 x H100, 4 x 400G RoCE, 5 nodes: Tree 150 GB/s busbw where Ring gets
+ * 190). Ampere and Blackwell trees beat rings where NCCL's formula says
+ * they should (NVIDIA/nccl#812, #1801). */
+#define TREE_HOPPER_EFFICIENCY 0.88
+/* Three-node trees send 3/4 of what larger trees send per node (SimAI's
+ * calbusbw, aliyun/SimAI astra-sim-alibabacloud/inputs/ratio): a 4/3 gain
+ * NCCL's model, which uses the inter-node rate beyond two nodes, leaves out. */
+#define TREE_THREE_NODE_GAIN (4.0 / 3.0)
+/* PAT: NCCL's bandwidth factor. */
 #define PAT_EFFICIENCY 0.75
+/* Channels a view from a shape assumes (Hopper's ring and NVLS counts);
+ * they only size NCCL's per-channel caps, which do not bind at this count. */
+#define VIEW_CHANNELS 16
 
 /* ---- names -------------------------------------------------------------- */
 
@@ -91,6 +65,8 @@ static const char *const coll_names[RAIL_COLL_COUNT] = {"broadcast", "reduce", "
 static const char *const algo_names[RAIL_ALGO_COUNT] = {
     "tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"};
 static const char *const proto_names[RAIL_PROTO_COUNT] = {"ll", "ll128", "simple"};
+static const char *const fabric_names[RAIL_TUNER_FABRIC_COUNT] = {"unknown", "tcp", "roce",
+                                                                  "ib",      "efa", "libfabric"};
 
 const char *rail_tuner_coll_name(int coll) {
   return coll >= 0 && coll < RAIL_COLL_COUNT ? coll_names[coll] : "?";
@@ -100,6 +76,9 @@ const char *rail_tuner_algo_name(int algo) {
 }
 const char *rail_tuner_proto_name(int proto) {
   return proto >= 0 && proto < RAIL_PROTO_COUNT ? proto_names[proto] : "?";
+}
+const char *rail_tuner_fabric_name(int fabric) {
+  return fabric >= 0 && fabric < RAIL_TUNER_FABRIC_COUNT ? fabric_names[fabric] : "?";
 }
 const char *rail_tuner_reason_name(int reason) {
   return reason == RAIL_TUNER_LATENCY_BOUND ? "latency-bound" : "bandwidth-bound";
@@ -122,6 +101,14 @@ int rail_tuner_algo_parse(const char *s) {
   return a >= 0 ? a : parse_name(s, alt, RAIL_ALGO_COUNT);
 }
 
+int rail_tuner_fabric_parse(const char *s) {
+  if (strcasecmp(s, "infiniband") == 0) return RAIL_TUNER_FABRIC_IB;
+  if (strcasecmp(s, "slingshot") == 0 || strcasecmp(s, "ofi") == 0)
+    return RAIL_TUNER_FABRIC_LIBFABRIC;
+  if (strcasecmp(s, "sockets") == 0 || strcasecmp(s, "socket") == 0) return RAIL_TUNER_FABRIC_TCP;
+  return parse_name(s, fabric_names, RAIL_TUNER_FABRIC_COUNT);
+}
+
 /* ---- shape -------------------------------------------------------------- */
 
 int rail_tuner_shape_check(const struct rail_tuner_shape *s) {
@@ -132,171 +119,297 @@ int rail_tuner_shape_check(const struct rail_tuner_shape *s) {
   if (s->nodes > 1 && (s->rails < 1 || !(s->rail_gbps > 0))) return -EINVAL;
   if (!(s->net_latency_us >= 0)) return -EINVAL;
   if (s->intra != RAIL_TUNER_INTRA_NVLINK && s->intra != RAIL_TUNER_INTRA_PCIE) return -EINVAL;
+  if (s->fabric < 0 || s->fabric >= RAIL_TUNER_FABRIC_COUNT || s->sm < 0 || s->nvlinks < 0)
+    return -EINVAL;
+  if (!(s->nccl_ring_gbs >= 0) || !(s->nccl_tree_gbs >= 0) || !(s->nccl_latency_us >= 0))
+    return -EINVAL;
   return 0;
 }
 
 static int multi_gpu(const struct rail_tuner_shape *s) { return s->gpus_per_node > 1; }
 static int multi_node(const struct rail_tuner_shape *s) { return s->nodes > 1; }
 
+static const struct fabric_params *fabric_of(const struct rail_tuner_shape *s) {
+  /* The plugin's TCP transport behaves as TCP whatever the wire below. */
+  return &fabrics[s->socket ? RAIL_TUNER_FABRIC_TCP : s->fabric];
+}
+
+double rail_tuner_fabric_latency_us(int fabric, int socket) {
+  if (socket) fabric = RAIL_TUNER_FABRIC_TCP;
+  return fabric >= 0 && fabric < RAIL_TUNER_FABRIC_COUNT ? fabrics[fabric].hop_us : 0.0;
+}
+
+static int collnet_ok(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo algo) {
+  /* NCCL: CollNet across nodes, at most 8 GPUs a node; Chain for AllReduce;
+   * Direct needs NVSwitch, and for AllGather/ReduceScatter a NIC per GPU. */
+  if (!s->sharp || !multi_node(s) || s->gpus_per_node > 8) return 0;
+  if (algo == RAIL_ALGO_COLLNET_CHAIN) return coll == RAIL_COLL_ALLREDUCE;
+  if (!s->nvls && multi_gpu(s)) return 0;
+  if (coll == RAIL_COLL_ALLREDUCE) return 1;
+  return (coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER) &&
+         s->rails >= s->gpus_per_node;
+}
+
 int rail_tuner_supported(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo algo,
                          enum rail_proto proto) {
   int nvls_ok = s->nvls && s->intra == RAIL_TUNER_INTRA_NVLINK && multi_gpu(s);
 
   if ((unsigned)coll >= RAIL_COLL_COUNT || (unsigned)algo >= RAIL_ALGO_COUNT ||
-      (unsigned)proto >= RAIL_PROTO_COUNT || s->ranks < 2)
+      (unsigned)proto >= RAIL_PROTO_COUNT || s->ranks < 2 || s->mnnvl)
     return 0;
-  /* LL128 needs NVLink between the GPUs and, across nodes, a NIC NCCL
-   * deems close enough, which a TCP socket never is. */
+  /* LL128 needs NVLink between the GPUs, a GPU from Volta on and, across
+   * nodes, a NIC NCCL deems close enough, which a TCP socket never is. */
   if (proto == RAIL_PROTO_LL128) {
     if (multi_gpu(s) && s->intra != RAIL_TUNER_INTRA_NVLINK) return 0;
     if (multi_node(s) && s->socket) return 0;
+    if (s->sm != 0 && s->sm < 70) return 0;
   }
+  if (proto != RAIL_PROTO_SIMPLE && algo != RAIL_ALGO_RING && algo != RAIL_ALGO_TREE) return 0;
   switch (algo) {
   case RAIL_ALGO_RING:
     return 1;
   case RAIL_ALGO_TREE:
     return coll == RAIL_COLL_ALLREDUCE;
   case RAIL_ALGO_NVLS:
-    return proto == RAIL_PROTO_SIMPLE && nvls_ok && !multi_node(s) &&
+    return nvls_ok && !multi_node(s) &&
            (coll == RAIL_COLL_ALLREDUCE || coll == RAIL_COLL_ALLGATHER ||
             coll == RAIL_COLL_REDUCESCATTER);
   case RAIL_ALGO_NVLS_TREE:
-    return proto == RAIL_PROTO_SIMPLE && nvls_ok && multi_node(s) && coll == RAIL_COLL_ALLREDUCE;
+    return nvls_ok && multi_node(s) && coll == RAIL_COLL_ALLREDUCE;
   case RAIL_ALGO_PAT:
-    return proto == RAIL_PROTO_SIMPLE && multi_node(s) && !multi_gpu(s) &&
+    return multi_node(s) && !multi_gpu(s) &&
            (coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER);
+  case RAIL_ALGO_COLLNET_DIRECT:
+  case RAIL_ALGO_COLLNET_CHAIN:
+    return collnet_ok(s, coll, algo);
   default:
     return 0;
   }
 }
 
-/* ---- costs -------------------------------------------------------------- */
+/* ---- links -------------------------------------------------------------- */
 
+/* NVLink of one GPU: NCCL's per-link rate and the generation's full link
+ * count unless the shape says how many links the GPU has. */
+static double nvlink_bw(const struct rail_tuner_shape *s) {
+  int sm = s->sm ? s->sm : 90;
+  double per_link = sm >= 100 ? 40.1 : sm >= 90 ? 20.6 : sm == 86 ? 12.0 : sm >= 70 ? 20.0 : 18.0;
+  int links = sm >= 90 ? 18 : sm >= 80 ? 12 : sm >= 70 ? 6 : 4;
+
+  if (s->nvlinks > 0) links = s->nvlinks;
+  return per_link * links * NVLINK_EFFICIENCY;
+}
+
+/* A ring's bus bandwidth inside a node, GB/s: what NCCL's table shows on
+ * one node, else the link. */
 static double intra_bw(const struct rail_tuner_shape *s) {
-  return s->intra == RAIL_TUNER_INTRA_NVLINK ? BW_NVLINK : BW_PCIE;
+  double link;
+  if (!multi_node(s) && s->nccl_ring_gbs > 0) return s->nccl_ring_gbs;
+  if (s->intra == RAIL_TUNER_INTRA_NVLINK)
+    link = nvlink_bw(s);
+  else
+    link = s->sm >= 90 ? BW_PCIE_GEN5 : BW_PCIE_GEN4;
+  /* Nothing NCCL measured inside a node can exceed the link it rides. */
+  return fmax(link, s->nccl_ring_gbs);
 }
 
-/* All rails of one node together, GB/s. */
+/* All rails of one node together, GB/s: NCCL's ring across nodes where its
+ * table showed one (its channels spread over every rail), else the rails. */
 static double net_bw(const struct rail_tuner_shape *s) {
-  return s->rails * s->rail_gbps / 8.0 * NET_EFFICIENCY;
+  if (multi_node(s) && s->nccl_ring_gbs > 0) return s->nccl_ring_gbs;
+  return s->rails * s->rail_gbps / 8.0 * fabric_of(s)->nic;
 }
 
-static double ll_cap(const struct rail_tuner_shape *s) {
-  return ll_max_bw[s->nodes == 1 ? 0 : (s->nodes == 2 ? 1 : 2)];
-}
-
-/* One network hop: NCCL's cost plus the transport's own latency, which
- * Simple pays twice (data, then the completion flush). */
-static double net_hop(const struct rail_tuner_shape *s, enum rail_algo algo, enum rail_proto p) {
-  return hw_lat[LINK_NET][algo][p] + s->net_latency_us * (p == RAIL_PROTO_SIMPLE ? 2 : 1);
-}
-
-static int intra_link(const struct rail_tuner_shape *s) {
-  return s->intra == RAIL_TUNER_INTRA_NVLINK ? LINK_NVL : LINK_PCI;
-}
-
-/* The slowest link a ring crosses: NVLink/PCIe between local GPUs, all rails
- * together at the node boundary (channels spread over the rails). */
+/* The slowest link a ring crosses: NVLink/PCIe between local GPUs, all
+ * rails together at the node boundary (channels spread over the rails). */
 static double ring_bus(const struct rail_tuner_shape *s) {
   double bus = HUGE_VAL;
+  if (s->nccl_ring_gbs > 0) return s->nccl_ring_gbs;
   if (multi_gpu(s)) bus = intra_bw(s);
   if (multi_node(s)) bus = fmin(bus, net_bw(s));
   return bus;
 }
 
-/* Ring: n-1 (or 2(n-1)) steps, of which one (two) per node boundary go over
- * the network; the rest are intra-node hops. */
-static void ring_cost(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_proto p,
-                      double *lat, double *algbw) {
-  int n = s->ranks, nn = s->nodes;
-  int nsteps, ninter;
-  double hop_intra, hop_net, bus;
+/* What NCCL's tree graph carries, GB/s: its bwIntra on up to two nodes
+ * (which its search raises to under twice the network rate: a two-node tree
+ * sends S per node, not 2S, sjeaugey in NVIDIA/nccl#946), its bwInter
+ * beyond. */
+static double tree_graph_bw(const struct rail_tuner_shape *s) {
+  double bw = HUGE_VAL;
+  if (s->nccl_tree_gbs > 0) return s->nccl_tree_gbs;
+  if (multi_gpu(s) || !multi_node(s)) bw = intra_bw(s);
+  if (multi_node(s)) bw = fmin(bw, net_bw(s) * (s->nodes == 2 ? 2 : 1));
+  return bw;
+}
 
-  if (coll == RAIL_COLL_ALLREDUCE) {
-    nsteps = 2 * (n - 1);
-    ninter = 2 * (nn - 1);
-  } else {
-    /* AllGather/ReduceScatter, and the Broadcast/Reduce chain: each rank
-     * forwards once, each node boundary is crossed once. */
-    nsteps = n - 1;
-    ninter = nn - 1;
-  }
-  hop_intra = hw_lat[intra_link(s)][RAIL_ALGO_RING][p];
-  if (multi_node(s))
-    hop_intra = fmax(hop_intra, NET_POST_OVERHEAD_US * (p == RAIL_PROTO_SIMPLE ? 3 : 1));
-  /* At one GPU per node NCCL charges the network hop as Tree's. */
-  hop_net = net_hop(s, multi_gpu(s) ? RAIL_ALGO_RING : RAIL_ALGO_TREE, p);
-  *lat = base_lat[RAIL_ALGO_RING][p] + (nsteps - ninter) * hop_intra + ninter * hop_net;
+/* ---- the view NCCL's model takes ---------------------------------------- */
 
-  bus = ring_bus(s);
+static void set_graph(struct rail_nccl_graph *g, int nch, double intra, double inter) {
+  g->nch = nch;
+  g->bw_intra = intra / nch;
+  g->bw_inter = inter / nch;
+}
+
+void rail_tuner_nccl_view(const struct rail_tuner_shape *s, double latency_inter_us,
+                          struct rail_nccl_view *v) {
+  double intra = intra_bw(s), net = multi_node(s) ? net_bw(s) : intra;
+  double tree = tree_graph_bw(s);
+
+  *v = (struct rail_nccl_view){0};
+  v->nodes = s->nodes;
+  v->ranks = s->ranks;
+  v->intra_nvlink = s->intra == RAIL_TUNER_INTRA_NVLINK;
+  v->cc = rail_nccl_cc_of(s->sm);
+  v->latency_inter_us = latency_inter_us;
+  v->same_channels = 1;
+  set_graph(&v->ring, VIEW_CHANNELS, ring_bus(s), ring_bus(s));
+  set_graph(&v->tree, VIEW_CHANNELS, tree, tree);
+  set_graph(&v->nvls, VIEW_CHANNELS, intra, net);
+  set_graph(&v->collnet_direct, VIEW_CHANNELS, intra, net);
+  set_graph(&v->collnet_chain, VIEW_CHANNELS, intra, net);
+  /* NCCL's enable rules as the shape meets them. */
+  v->ll128 = (s->intra == RAIL_TUNER_INTRA_NVLINK || !multi_gpu(s)) &&
+             !(multi_node(s) && s->socket) && !(s->sm != 0 && s->sm < 70);
+  v->nvls_ok = s->nvls && s->intra == RAIL_TUNER_INTRA_NVLINK && multi_gpu(s);
+  v->collnet = s->sharp && multi_node(s);
+  v->collnet_chain_ok = 1;
+  v->collnet_direct_ok = s->nvls || !multi_gpu(s);
+  v->collnet_ag_rs_ok = s->rails >= s->gpus_per_node;
+  v->pat = multi_node(s) && !multi_gpu(s);
+}
+
+/* ---- bandwidths --------------------------------------------------------- */
+
+/* NCCL's LL ceilings: by GPU generation on one node, by CPU across nodes
+ * (Intel's row). NCCL's own constants double the one-node ceiling from
+ * Hopper to Blackwell (141 to 282 GB/s); the doubling is taken to hold
+ * across nodes too, where NCCL indexes by CPU only. */
+static double ll_cap(const struct rail_tuner_shape *s) {
+  static const double one_node[4] = {39.0, 87.7, 141.0, 282.0};
+  int cc = rail_nccl_cc_of(s->sm);
+  if (!multi_node(s)) return one_node[cc];
+  return (s->nodes == 2 ? 39.0 : 20.4) * (cc == RAIL_NCCL_CC_BLACKWELL ? 2 : 1);
+}
+
+static int nsteps_of(int coll, int n) {
+  if (coll == RAIL_COLL_ALLREDUCE) return 2 * (n - 1);
+  return n - 1;
+}
+
+static double ring_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_proto p) {
+  double bus = ring_bus(s);
   if (p == RAIL_PROTO_LL)
-    bus = fmin(bus * LL_EFFICIENCY, ll_cap(s));
+    bus = fmin(bus * 0.5, ll_cap(s));
   else if (p == RAIL_PROTO_LL128)
-    bus *= LL128_EFFICIENCY;
+    bus *= 0.92;
   /* Bus to algorithm bandwidth: each rank moves nsteps/n of the buffer.
    * Broadcast/Reduce pipelines the whole buffer through every link once. */
-  if (coll == RAIL_COLL_BROADCAST || coll == RAIL_COLL_REDUCE)
-    *algbw = bus;
-  else
-    *algbw = bus * n / nsteps;
+  if (coll == RAIL_COLL_BROADCAST || coll == RAIL_COLL_REDUCE) return bus;
+  return bus * s->ranks / nsteps_of(coll, s->ranks);
 }
 
 /* NCCL's Tree AllReduce: a chain through the node's GPUs and a double binary
- * tree across nodes. Each rank moves 2S through the chain; each node sends
- * 2S across the network, but only S on two nodes (cost-model.md section 3). */
-static void tree_cost(const struct rail_tuner_shape *s, enum rail_proto p, double *lat,
-                      double *algbw) {
-  int g = s->gpus_per_node, nn = s->nodes;
-  double raw = HUGE_VAL;
+ * tree across nodes, moving 2S per rank; the fabric's measured efficiency
+ * across nodes, and NCCL's per-size factors ("trees are not perfectly
+ * sticking to the model for medium sizes", measured by NVIDIA on its own
+ * InfiniBand systems). On EFA only the LL ones hold: they put Tree/LL's
+ * hand-over to LL128 where P5en measures it (192 KiB at every scale), while
+ * the LL128 and Simple ones would end Tree/LL128 on two nodes at 2 MiB where
+ * P5en measures 12.5 MiB. */
+static double tree_algbw(const struct rail_tuner_shape *s, enum rail_proto p, size_t nbytes,
+                         const struct rail_nccl_view *v) {
+  double raw = tree_graph_bw(s);
 
-  *lat = base_lat[RAIL_ALGO_TREE][p] + 2 * ((g - 1) * hw_lat[intra_link(s)][RAIL_ALGO_TREE][p] +
-                                            log2(nn) * net_hop(s, RAIL_ALGO_TREE, p));
-  if (multi_gpu(s)) raw = intra_bw(s);
-  if (multi_node(s)) raw = fmin(raw, net_bw(s) * (nn == 2 ? 2 : 1)) * TREE_NET_EFFICIENCY;
+  if (s->nodes == 3) raw = fmin(intra_bw(s), raw * TREE_THREE_NODE_GAIN);
+  if (multi_node(s))
+    raw *= fabric_of(s)->tree *
+           (rail_nccl_cc_of(s->sm) == RAIL_NCCL_CC_HOPPER ? TREE_HOPPER_EFFICIENCY : 1.0);
   if (p == RAIL_PROTO_LL)
-    raw = fmin(raw, 2 * ll_cap(s)) / TREE_LL_DIVISOR;
+    raw = fmin(raw / 3.8, ll_cap(s));
   else if (p == RAIL_PROTO_LL128)
     raw *= multi_node(s) ? 120.0 / 128.0 : 7.0 / 9.0;
   else
-    raw *= LL128_EFFICIENCY; /* NCCL caps Tree Simple at 0.92 of the link too */
-  *algbw = raw / 2;
+    raw *= 0.92; /* NCCL caps Tree Simple at 0.92 of the link too */
+  if (p == RAIL_PROTO_LL || fabric_of(s)->tree_factors)
+    raw *= rail_nccl_size_factor(v, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, p, nbytes);
+  return raw / 2;
 }
 
 /* NVLink SHARP inside one node: the switch reduces and multicasts, so each
- * GPU sends S + S/g for AllReduce. NCCL does not convert AllGather and
- * ReduceScatter bandwidth for NVLS, which makes them lose to Ring; we keep
- * its view so as not to pick what NCCL's authors do not. */
-static void nvls_cost(const struct rail_tuner_shape *s, enum rail_coll coll, double *lat,
-                      double *algbw) {
+ * GPU sends S + S/g for AllReduce (480 GB/s busbw on 8 H100, and 420-480
+ * for 5-8 GPUs: NVIDIA/nccl#1455). NCCL's efficiency is per generation. */
+static double nvls_intra(const struct rail_tuner_shape *s, enum rail_coll coll) {
+  static const double eff[4] = {0.85, 0.85, 0.85, 0.74};
   int g = s->gpus_per_node;
-  double b = NVLS_EFFICIENCY * BW_NVLINK;
-
-  *lat = hw_lat[LINK_NVL][RAIL_ALGO_NVLS][RAIL_PROTO_SIMPLE];
-  *algbw = coll == RAIL_COLL_ALLREDUCE ? b * g / (g + 1) : b * (g - 1) / g;
+  double b = eff[rail_nccl_cc_of(s->sm)] * intra_bw(s);
+  return coll == RAIL_COLL_ALLREDUCE ? b * g / (g + 1) : b * (g - 1) / g;
 }
 
-/* NVLS inside each node, a tree across nodes: the network carries S per node
- * on two nodes, 2S beyond, each level costing a hop and a chunk forward. */
-static void nvls_tree_cost(const struct rail_tuner_shape *s, double *lat, double *algbw) {
-  int g = s->gpus_per_node, nn = s->nodes;
-  double intra = NVLS_EFFICIENCY * BW_NVLINK * g / (g + 1);
-  double inter = net_bw(s) * NVLSTREE_NET_EFFICIENCY * (nn == 2 ? 1.0 : 0.5);
-
-  *lat = hw_lat[LINK_NVL][RAIL_ALGO_NVLS_TREE][RAIL_PROTO_SIMPLE] +
-         2 * log2(nn) * (net_hop(s, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE) + NVLSTREE_LEVEL_US);
-  *algbw = fmin(intra, inter);
+/* NVLS inside each node, a tree across nodes: the network carries S per
+ * node on two nodes, 2S beyond. */
+static double nvls_tree_algbw(const struct rail_tuner_shape *s) {
+  double inter = net_bw(s) * fabric_of(s)->nvlstree * (s->nodes == 2 ? 1.0 : 0.5);
+  return fmin(nvls_intra(s, RAIL_COLL_ALLREDUCE), inter);
 }
 
-/* PAT (one GPU per node): Bruck-like, logarithmic network steps plus a
- * per-rank term; NCCL's formula. */
-static void pat_cost(const struct rail_tuner_shape *s, double *lat, double *algbw) {
-  *lat = base_lat[RAIL_ALGO_PAT][RAIL_PROTO_SIMPLE] +
-         log2(s->nodes) * net_hop(s, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE) / PAT_NET_DIVISOR +
-         PAT_PER_RANK_US * s->ranks;
-  *algbw = net_bw(s) * PAT_EFFICIENCY;
+/* In-network reduction: the switch reduces, so each node sends the message
+ * once and receives it once (the ring: 2(N-1)/N times; sjeaugey in
+ * NVIDIA/nccl#457). Inside the node Direct moves 2(g-1)/g S per GPU over
+ * NVSwitch, Chain pipelines S down and up a chain. AllGather/ReduceScatter
+ * (Direct, a NIC per GPU) move (N-1)/N S per node as the ring does, at
+ * Direct's latency. */
+static double collnet_algbw(const struct rail_tuner_shape *s, enum rail_coll coll,
+                            enum rail_algo a) {
+  int g = s->gpus_per_node, n = s->nodes;
+  double net = net_bw(s), intra;
+
+  if (coll != RAIL_COLL_ALLREDUCE)
+    return fmin(net * n / (n - 1), g > 1 ? intra_bw(s) * s->ranks / (s->ranks - 1) : HUGE_VAL);
+  if (a == RAIL_ALGO_COLLNET_CHAIN)
+    intra = g > 1 ? intra_bw(s) / 2 : HUGE_VAL;
+  else
+    intra = g > 1 ? intra_bw(s) * g / (2.0 * (g - 1)) : HUGE_VAL;
+  return fmin(intra, net);
 }
 
-/* nccl-tests bus bandwidth factor (cost-model.md section 1). */
+/* The model's algorithm bandwidth for one entry, GB/s. */
+static double model_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo a,
+                          enum rail_proto p, size_t nbytes, const struct rail_nccl_view *v) {
+  switch (a) {
+  case RAIL_ALGO_RING:
+    return ring_algbw(s, coll, p);
+  case RAIL_ALGO_TREE:
+    return tree_algbw(s, p, nbytes, v);
+  case RAIL_ALGO_NVLS:
+    return nvls_intra(s, coll);
+  case RAIL_ALGO_NVLS_TREE:
+    return nvls_tree_algbw(s);
+  case RAIL_ALGO_PAT:
+    return net_bw(s) * PAT_EFFICIENCY;
+  default:
+    return collnet_algbw(s, coll, a);
+  }
+}
+
+/* ---- costs -------------------------------------------------------------- */
+
+/* The model's latency: NCCL's formula with the shape's extra per-hop
+ * latency, and three corrections. NVLSTree levels forward whole chunks, a
+ * cost on fabrics that pay for it (NVIDIA/nccl PR #1112 shows the chunk per
+ * level matters). NCCL charges a ring Broadcast/Reduce one hop; its first
+ * chunk crosses every rank of the chain, as an AllGather's does. NCCL's
+ * x1.4 "plateau" of multi-node ring Simple AllReduce is left out: with it
+ * the P5en measurements (docs/tuning.md) are not met, without it they are. */
+static double model_latency(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo a,
+                            enum rail_proto p, size_t nbytes, int pipe_ops,
+                            const struct rail_nccl_view *v) {
+  int chain = a == RAIL_ALGO_RING && (coll == RAIL_COLL_BROADCAST || coll == RAIL_COLL_REDUCE);
+  double lat = rail_nccl_latency(v, chain ? RAIL_COLL_ALLGATHER : coll, a, p);
+  if (a == RAIL_ALGO_NVLS_TREE) lat += 2 * floor(log2((double)s->nodes)) * fabric_of(s)->level_us;
+  return lat * rail_nccl_lat_count(a, pipe_ops);
+}
+
+/* nccl-tests bus bandwidth factor (NVIDIA/nccl-tests doc/PERFORMANCE.md). */
 static double bus_factor(enum rail_coll coll, int n) {
   switch (coll) {
   case RAIL_COLL_ALLREDUCE:
@@ -309,48 +422,74 @@ static double bus_factor(enum rail_coll coll, int n) {
   }
 }
 
-int rail_tuner_cost(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo algo,
-                    enum rail_proto proto, size_t nbytes, int pipe_ops,
-                    struct rail_tuner_cost *out) {
-  struct rail_tuner_cost c;
-  double lat = 0, algbw = 0;
-
+static int cost_args_ok(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo algo,
+                        enum rail_proto proto) {
   if (rail_tuner_shape_check(s) != 0 || (unsigned)coll >= RAIL_COLL_COUNT ||
       (unsigned)algo >= RAIL_ALGO_COUNT || (unsigned)proto >= RAIL_PROTO_COUNT)
     return -EINVAL;
-  if (!rail_tuner_supported(s, coll, algo, proto)) return -ENOTSUP;
-  switch (algo) {
-  case RAIL_ALGO_RING:
-    ring_cost(s, coll, proto, &lat, &algbw);
-    break;
-  case RAIL_ALGO_TREE:
-    tree_cost(s, proto, &lat, &algbw);
-    break;
-  case RAIL_ALGO_NVLS:
-    nvls_cost(s, coll, &lat, &algbw);
-    break;
-  case RAIL_ALGO_NVLS_TREE:
-    nvls_tree_cost(s, &lat, &algbw);
-    break;
-  case RAIL_ALGO_PAT:
-    pat_cost(s, &lat, &algbw);
-    break;
-  default:
-    return -ENOTSUP;
-  }
-  /* Aggregated operations each pay the fixed cost; their bytes are summed
-   * into nbytes by NCCL already. */
-  c.latency_us = lat * (pipe_ops > 1 ? pipe_ops : 1);
-  c.algbw_gbs = algbw;
+  return rail_tuner_supported(s, coll, algo, proto) ? 0 : -ENOTSUP;
+}
+
+static void finish_cost(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
+                        double lat, double bw_time, struct rail_tuner_cost *out) {
+  out->latency_us = lat;
+  out->time_us = lat + bw_time;
   /* GB/s = 1e3 bytes per microsecond. */
-  c.time_us = c.latency_us + (double)nbytes / (algbw * 1e3);
-  c.busbw_gbs = (double)nbytes / (c.time_us * 1e3) * bus_factor(coll, s->ranks);
-  *out = c;
+  out->algbw_gbs = bw_time > 0 ? (double)nbytes / (bw_time * 1e3) : HUGE_VAL;
+  out->busbw_gbs =
+      out->time_us > 0 ? (double)nbytes / (out->time_us * 1e3) * bus_factor(coll, s->ranks) : 0;
+}
+
+int rail_tuner_cost(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo algo,
+                    enum rail_proto proto, size_t nbytes, int pipe_ops,
+                    struct rail_tuner_cost *out) {
+  struct rail_nccl_view v;
+  double bw;
+  int rc = cost_args_ok(s, coll, algo, proto);
+
+  if (rc != 0) return rc;
+  rail_tuner_nccl_view(s, s->net_latency_us, &v);
+  bw = model_algbw(s, coll, algo, proto, nbytes, &v);
+  if (!(bw > 0)) return -ENOTSUP;
+  finish_cost(s, coll, nbytes, model_latency(s, coll, algo, proto, nbytes, pipe_ops, &v),
+              (double)nbytes / (bw * 1e3), out);
+  return 0;
+}
+
+int rail_tuner_cost_observed(const struct rail_tuner_shape *s, enum rail_coll coll,
+                             enum rail_algo algo, enum rail_proto proto, size_t nbytes,
+                             int pipe_ops, double nccl_time_us, struct rail_tuner_cost *out) {
+  struct rail_nccl_view ours, nccls;
+  double bw, nccl_bw, left;
+  int rc = cost_args_ok(s, coll, algo, proto);
+
+  if (rc != 0) return rc;
+  if (!(nccl_time_us >= 0)) return -EINVAL;
+  rail_tuner_nccl_view(s, s->net_latency_us, &ours);
+  /* NCCL's table was built with the net plugin's latency (the shape's
+   * reading of it): take off NCCL's latency as NCCL computed it. */
+  rail_tuner_nccl_view(s, s->nccl_latency_us, &nccls);
+  bw = model_algbw(s, coll, algo, proto, nbytes, &ours);
+  nccl_bw = rail_nccl_bandwidth(&nccls, coll, algo, proto) *
+            rail_nccl_size_factor(&nccls, coll, algo, proto, nbytes);
+  if (!(bw > 0)) return -ENOTSUP;
+  left = nccl_time_us - rail_nccl_latency(&nccls, coll, algo, proto) *
+                            rail_nccl_lat_factor(&nccls, coll, algo, proto, nbytes, pipe_ops);
+  if (!(left > 0)) left = 0;
+  /* NCCL's bandwidth term, scaled by how the model's bandwidth for this
+   * entry differs from NCCL's formula on the same shape: where NCCL's
+   * latency guess was off, the error stays in this entry's own term. */
+  if (nccl_bw > 0)
+    left *= nccl_bw / bw;
+  else
+    left = (double)nbytes / (bw * 1e3);
+  finish_cost(s, coll, nbytes, model_latency(s, coll, algo, proto, nbytes, pipe_ops, &ours), left,
+              out);
   return 0;
 }
 
 int rail_tuner_decide(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
-                      int pipe_ops, const float (*avail)[RAIL_PROTO_COUNT],
+                      int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
                       struct rail_tuner_choice *out) {
   struct rail_tuner_choice best;
   int found = 0;
@@ -359,8 +498,13 @@ int rail_tuner_decide(const struct rail_tuner_shape *s, enum rail_coll coll, siz
   for (int a = 0; a < RAIL_ALGO_COUNT; a++) {
     for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
       struct rail_tuner_cost c;
-      if (avail != NULL && !(avail[a][p] >= 0)) continue;
-      if (rail_tuner_cost(s, coll, a, p, nbytes, pipe_ops, &c) != 0) continue;
+      int rc;
+      if (table != NULL && !(table[a][p] >= 0)) continue;
+      if (table != NULL && observed)
+        rc = rail_tuner_cost_observed(s, coll, a, p, nbytes, pipe_ops, table[a][p], &c);
+      else
+        rc = rail_tuner_cost(s, coll, a, p, nbytes, pipe_ops, &c);
+      if (rc != 0) continue;
       /* Strictly less: the first of equal candidates stays, whatever the
        * floating-point noise elsewhere, so ranks agree. */
       if (found && !(c.time_us < best.cost.time_us)) continue;

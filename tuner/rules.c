@@ -73,22 +73,10 @@ static int tokenize(char *line, char **tok) {
   }
 }
 
-/* Fills *r from one line's tokens, or says what is wrong in why. */
-static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why, size_t wlen) {
-  int arrow = -1, i, rc;
+/* The collective and the byte range: the first two tokens. */
+static int parse_what(char **tok, struct rail_tuner_rule *r, char *why, size_t wlen) {
+  int rc;
 
-  for (i = 0; i < ntok; i++)
-    if (strcmp(tok[i], "->") == 0) arrow = i;
-  if (arrow < 0) {
-    snprintf(why, wlen, "no \"->\" between the match and the choice");
-    return -EINVAL;
-  }
-  if (arrow < 2) {
-    snprintf(why, wlen, "expected \"<collective> <bytes>\" before \"->\"");
-    return -EINVAL;
-  }
-  memset(r, 0, sizeof(*r));
-  r->max_nodes = r->max_ranks = INT_MAX;
   if (strcmp(tok[0], "*") == 0) {
     r->coll = -1;
   } else if ((r->coll = rail_tuner_coll_parse(tok[0])) < 0) {
@@ -106,8 +94,13 @@ static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why
              tok[1]);
     return -EINVAL;
   }
-  for (i = 2; i < arrow; i++) {
-    rc = -EINVAL;
+  return 0;
+}
+
+/* nodes= and ranks= conditions between the byte range and the arrow. */
+static int parse_conditions(char **tok, int n, struct rail_tuner_rule *r, char *why, size_t wlen) {
+  for (int i = 0; i < n; i++) {
+    int rc = -EINVAL;
     if (strncasecmp(tok[i], "nodes=", 6) == 0)
       rc = parse_count_range(tok[i] + 6, &r->min_nodes, &r->max_nodes);
     else if (strncasecmp(tok[i], "ranks=", 6) == 0)
@@ -117,28 +110,34 @@ static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why
       return -EINVAL;
     }
   }
-  if (ntok - arrow < 3) {
-    snprintf(why, wlen, "expected \"<algorithm> <protocol>\" after \"->\"");
-    return -EINVAL;
-  }
-  r->algo = rail_tuner_algo_parse(tok[arrow + 1]);
+  return 0;
+}
+
+/* The algorithm and protocol after the arrow, and whether they go together. */
+static int parse_choice(char **tok, struct rail_tuner_rule *r, char *why, size_t wlen) {
+  r->algo = rail_tuner_algo_parse(tok[0]);
   if (r->algo < 0) {
     snprintf(why, wlen,
              "unknown algorithm \"%s\" (tree, ring, nvls, nvls_tree, pat, "
              "collnet_direct, collnet_chain)",
-             tok[arrow + 1]);
+             tok[0]);
     return -EINVAL;
   }
-  r->proto = rail_tuner_proto_parse(tok[arrow + 2]);
+  r->proto = rail_tuner_proto_parse(tok[1]);
   if (r->proto < 0) {
-    snprintf(why, wlen, "unknown protocol \"%s\" (ll, ll128, simple)", tok[arrow + 2]);
+    snprintf(why, wlen, "unknown protocol \"%s\" (ll, ll128, simple)", tok[1]);
     return -EINVAL;
   }
   if (r->proto != RAIL_PROTO_SIMPLE && r->algo != RAIL_ALGO_RING && r->algo != RAIL_ALGO_TREE) {
-    snprintf(why, wlen, "%s runs only with the simple protocol", tok[arrow + 1]);
+    snprintf(why, wlen, "%s runs only with the simple protocol", tok[0]);
     return -EINVAL;
   }
-  for (i = arrow + 3; i < ntok; i++) {
+  return 0;
+}
+
+/* channels=N after the choice: a cap on NCCL's channel count. */
+static int parse_options(char **tok, int n, struct rail_tuner_rule *r, char *why, size_t wlen) {
+  for (int i = 0; i < n; i++) {
     int lo, hi;
     if (strncasecmp(tok[i], "channels=", 9) != 0 || parse_count_range(tok[i] + 9, &lo, &hi) != 0 ||
         lo != hi || lo < 1 || lo > 64) {
@@ -148,6 +147,72 @@ static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why
     r->channels = lo;
   }
   return 0;
+}
+
+/* Fills *r from one line's tokens, or says what is wrong in why. */
+static int parse_rule(char **tok, int ntok, struct rail_tuner_rule *r, char *why, size_t wlen) {
+  int arrow = -1;
+
+  for (int i = 0; i < ntok; i++)
+    if (strcmp(tok[i], "->") == 0) arrow = i;
+  if (arrow < 0) {
+    snprintf(why, wlen, "no \"->\" between the match and the choice");
+    return -EINVAL;
+  }
+  if (arrow < 2) {
+    snprintf(why, wlen, "expected \"<collective> <bytes>\" before \"->\"");
+    return -EINVAL;
+  }
+  if (ntok - arrow < 3) {
+    snprintf(why, wlen, "expected \"<algorithm> <protocol>\" after \"->\"");
+    return -EINVAL;
+  }
+  memset(r, 0, sizeof(*r));
+  r->max_nodes = r->max_ranks = INT_MAX;
+  if (parse_what(tok, r, why, wlen) != 0 ||
+      parse_conditions(tok + 2, arrow - 2, r, why, wlen) != 0 ||
+      parse_choice(tok + arrow + 1, r, why, wlen) != 0)
+    return -EINVAL;
+  return parse_options(tok + arrow + 3, ntok - arrow - 3, r, why, wlen);
+}
+
+/* "fabric NAME": what the site's network is, which NCCL's table cannot
+ * show. One such line a file. */
+static int parse_fabric(char **tok, int ntok, struct rail_tuner_rules *rules, int lineno, char *why,
+                        size_t wlen) {
+  int f;
+
+  if (ntok != 2 || (f = rail_tuner_fabric_parse(tok[1])) <= RAIL_TUNER_FABRIC_UNKNOWN) {
+    snprintf(why, wlen, "expected \"fabric ib|roce|efa|tcp|libfabric\"");
+    return -EINVAL;
+  }
+  if (rules->fabric_line > 0) {
+    snprintf(why, wlen, "a second fabric line (the first is line %d)", rules->fabric_line);
+    return -EINVAL;
+  }
+  rules->fabric = f;
+  rules->fabric_line = lineno;
+  return 0;
+}
+
+/* One line's tokens: a fabric declaration or a rule. */
+static int parse_line(char **tok, int ntok, struct rail_tuner_rules *rules, int lineno, char *why,
+                      size_t wlen) {
+  struct rail_tuner_rule *r = &rules->rules[rules->nrules];
+
+  if (strcasecmp(tok[0], "fabric") == 0) return parse_fabric(tok, ntok, rules, lineno, why, wlen);
+  if (parse_rule(tok, ntok, r, why, wlen) != 0) return -EINVAL;
+  r->line = lineno;
+  rules->nrules++;
+  return 0;
+}
+
+/* FNV-1a, 64 bits: equal files give equal hashes on every node. */
+static uint64_t text_hash(const char *text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++)
+    h = (h ^ *p) * 0x100000001b3ull;
+  return h;
 }
 
 int rail_tuner_rules_parse(const char *text, const char *name, struct rail_tuner_rules **out) {
@@ -162,6 +227,7 @@ int rail_tuner_rules_parse(const char *text, const char *name, struct rail_tuner
   rules = calloc(1, sizeof(*rules) + cap * sizeof(rules->rules[0]));
   if (rules == NULL) return -ENOMEM;
   snprintf(rules->path, sizeof(rules->path), "%s", name);
+  rules->hash = text_hash(text);
 
   while (*p != '\0') {
     char line[MAX_LINE], why[160];
@@ -187,12 +253,10 @@ int rail_tuner_rules_parse(const char *text, const char *name, struct rail_tuner
       rules->nbad++;
       goto next;
     }
-    if (parse_rule(tok, ntok, &rules->rules[rules->nrules], why, sizeof(why)) != 0) {
+    if (parse_line(tok, ntok, rules, lineno, why, sizeof(why)) != 0) {
       RAIL_WARN("%s:%d: %s; line skipped", name, lineno, why);
       rules->nbad++;
-      goto next;
     }
-    rules->rules[rules->nrules++].line = lineno;
   next:
     p += len;
     if (*p == '\n') p++;

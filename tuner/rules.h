@@ -1,14 +1,18 @@
 /* Site rules (NCCL_RAIL_TUNER_FILE): measured winners that override the
- * model. One rule a line; docs/tuning.md has the format:
+ * model, and the fabric, which NCCL's cost table cannot show. One rule a
+ * line; docs/tuning.md has the format:
  *
+ *   fabric        roce
  *   # collective  bytes       [nodes=N] [ranks=N]  ->  algo  proto  [channels=N]
  *   allreduce     0-64K       nodes=2   ranks=16   ->  tree  ll     channels=4
  *   *             1M-         nodes=4-16           ->  ring  simple
  *
  * Bytes and counts are inclusive ranges "lo-hi", "lo-" (no upper bound),
  * a single value, or "*"; sizes take K, M, G, T (powers of 1024). The first
- * rule that matches wins. A bad line is reported once with the file name and
- * line number and skipped; the other lines apply.
+ * rule that matches wins. channels=N caps NCCL's channel count. A bad line
+ * is reported once with the file name and line number and skipped; the
+ * other lines apply. Decisions depend on the file's content, so it must be
+ * the same on every node: its hash is logged for sites to compare.
  *
  * A loaded set is immutable: readers on any thread need no lock. */
 #ifndef RAIL_TUNER_RULES_H
@@ -25,14 +29,17 @@ struct rail_tuner_rule {
   int min_nodes, max_nodes;
   int min_ranks, max_ranks;
   int algo, proto; /* enum rail_algo, enum rail_proto */
-  int channels;    /* 0: leave NCCL's count */
+  int channels;    /* a cap on NCCL's channel count; 0: leave NCCL's */
   int line;        /* in the file, for logs */
 };
 
 struct rail_tuner_rules {
   char path[RAIL_TUNER_RULES_PATH];
   int nrules;
-  int nbad; /* lines skipped */
+  int nbad;        /* lines skipped */
+  int fabric;      /* enum rail_tuner_fabric a "fabric" line names; UNKNOWN (0) without */
+  int fabric_line; /* that line, 0 without */
+  uint64_t hash;   /* FNV-1a of the file's bytes */
   struct rail_tuner_rule rules[];
 };
 

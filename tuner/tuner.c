@@ -3,11 +3,11 @@
 #include "tuner/tuner.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/log.h"
 #include "common/param.h"
@@ -18,8 +18,11 @@
 #define SIZE_BUCKETS 65
 
 struct rail_tuner_ctx {
-  struct rail_tuner_shape shape;
+  size_t nranks, nnodes;
   int active;
+  int fabric; /* what decisions take the network to be */
+  int have_local;
+  struct rail_tuner_shape local;        /* this node, to explain only */
   const struct rail_tuner_rules *rules; /* process-wide, never freed; NULL if none */
   int rule_unavailable_told;
   unsigned char logged[RAIL_COLL_COUNT][SIZE_BUCKETS]; /* 1 + algo * 3 + proto; 0 = not yet */
@@ -42,66 +45,6 @@ void rail_tuner_env_read(struct rail_tuner_env *env) {
   env->nvlink_spans_nodes = 0; /* only NCCL's v5 init knows */
 }
 
-int rail_tuner_shape_from_topo(const struct rail_topo *topo, const char *transport, size_t nranks,
-                               size_t nnodes, struct rail_tuner_shape *out) {
-  struct rail_tuner_shape s;
-  double total_mbps = 0;
-  int rails = 0, rdma = 0;
-
-  if (nnodes < 1 || nranks < nnodes || nranks > 1 << 24) return -EINVAL;
-  memset(&s, 0, sizeof(s));
-  s.nodes = (int)nnodes;
-  s.ranks = (int)nranks;
-  /* NCCL's own ppn; uneven jobs round down the same way on every rank. */
-  s.gpus_per_node = (int)(nranks / nnodes);
-  for (int gi = 0; gi < topo->ngroups; gi++) {
-    const struct rail_topo_group *grp = &topo->groups[gi];
-    if (!rail_topo_group_used(topo, gi)) continue;
-    rails++;
-    /* A NIC that reports no speed counts as NCCL counts it. */
-    total_mbps += grp->speed_mbps > 0 ? grp->speed_mbps : RAIL_TUNER_SOCKET_GBPS * 1000;
-    for (int k = 0; k < grp->nnics; k++)
-      if (topo->nics[grp->nics[k]].rdma_dev[0] != '\0') rdma = 1;
-  }
-  if (transport != NULL && strcasecmp(transport, "socket") == 0) rdma = 0;
-  if (rails == 0) {
-    /* No NIC in the model: ranks reach each other over loopback or an
-     * interface the model does not know; the net plugin's sockets carry it. */
-    rails = 1;
-    total_mbps = RAIL_TUNER_SOCKET_GBPS * 1000;
-  }
-  /* A job using 4 of 8 GPUs drives only the rails near those GPUs. */
-  if (topo->ngpus > s.gpus_per_node && rails > 1) {
-    int used = (rails * s.gpus_per_node + topo->ngpus - 1) / topo->ngpus;
-    total_mbps = total_mbps * used / rails;
-    rails = used;
-  }
-  s.rails = rails;
-  s.rail_gbps = total_mbps / rails / 1000.0;
-  s.socket = !rdma;
-  s.net_latency_us = rdma ? 0.0 : RAIL_TUNER_SOCKET_LATENCY_US;
-  s.intra = topo->nvlink ? RAIL_TUNER_INTRA_NVLINK : RAIL_TUNER_INTRA_PCIE;
-  s.nvls = topo->nvlink && topo->nvswitches > 0;
-  if (rail_tuner_shape_check(&s) != 0) return -EINVAL;
-  *out = s;
-  return 0;
-}
-
-const char *rail_tuner_shape_str(const struct rail_tuner_shape *s, char *buf, size_t len) {
-  char net[96] = "";
-
-  /* One node has no network to describe. */
-  if (s->nodes > 1)
-    snprintf(net, sizeof(net), ", %d rail%s x %g Gbit/s%s, +%.1f us per net hop", s->rails,
-             s->rails == 1 ? "" : "s", s->rail_gbps, s->socket ? " (sockets)" : "",
-             s->net_latency_us);
-  snprintf(buf, len, "%d node%s x %d GPU%s (%d ranks), %s%s%s", s->nodes, s->nodes == 1 ? "" : "s",
-           s->gpus_per_node, s->gpus_per_node == 1 ? "" : "s", s->ranks,
-           s->intra == RAIL_TUNER_INTRA_NVLINK ? "NVLink" : "PCIe", s->nvls ? " + NVSwitch" : "",
-           net);
-  return buf;
-}
-
 /* ---- site rules, loaded once per file per process ----------------------- */
 
 struct rules_cache {
@@ -112,6 +55,16 @@ struct rules_cache {
 
 static pthread_mutex_t rules_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rules_cache *rules_loaded;
+
+static void rules_say_loaded(const struct rail_tuner_rules *r, const char *path) {
+  /* Decisions follow the file, so every node must hold the same one: the
+   * hash lets a site compare nodes' logs. */
+  RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
+            "tuner: %d site rule%s from %s, fnv1a64 %016" PRIx64
+            " (must match on every node); %d bad line%s skipped%s%s",
+            r->nrules, r->nrules == 1 ? "" : "s", path, r->hash, r->nbad, r->nbad == 1 ? "" : "s",
+            r->fabric ? "; fabric " : "", r->fabric ? rail_tuner_fabric_name(r->fabric) : "");
+}
 
 /* Every communicator of a process shares one parse of a file, so a bad line
  * is reported once, not once per communicator. Loaded sets live until exit:
@@ -130,10 +83,7 @@ static const struct rail_tuner_rules *rules_get(const char *path) {
       if (rail_tuner_rules_load(path, &c->rules) != 0)
         c->rules = NULL;
       else
-        RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
-                  "tuner: %d site rule%s from %s (%d bad line%s skipped)", c->rules->nrules,
-                  c->rules->nrules == 1 ? "" : "s", path, c->rules->nbad,
-                  c->rules->nbad == 1 ? "" : "s");
+        rules_say_loaded(c->rules, path);
       c->next = rules_loaded;
       rules_loaded = c;
     }
@@ -145,17 +95,14 @@ static const struct rail_tuner_rules *rules_get(const char *path) {
 
 /* ---- contexts ----------------------------------------------------------- */
 
-static int told_user_override, told_disabled, told_nvl_domains, told_mismatch;
+static int told_user_override, told_disabled, told_nvl_domains, told_fabric;
 
 static int once(int *flag) { return __atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL) == 0; }
 
-int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env *env,
-                      struct rail_tuner_ctx **out) {
-  struct rail_tuner_ctx *ctx = calloc(1, sizeof(*ctx));
-  char buf[192];
-
-  if (ctx == NULL) return -ENOMEM;
-  *out = ctx;
+/* 1 if a context must leave NCCL's choice alone, with why said once.
+ * Every reason is the same on every rank: the settings (set job-wide by
+ * launchers, and NCCL's own choice follows them too) and NCCL's inputs. */
+static int stays_out(size_t nranks, const struct rail_tuner_env *env) {
   if (env->user_algo != NULL || env->user_proto != NULL) {
     /* The user (or a launcher) chose; a tuner overriding that is how
      * aws-ofi-nccl#982 failed jobs. Say so once, then stay out of the way. */
@@ -165,13 +112,13 @@ int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env 
                 "choice alone (unset both to let nccl-rail choose)",
                 env->user_algo ? env->user_algo : "(unset)",
                 env->user_proto ? env->user_proto : "(unset)");
-    return 0;
+    return 1;
   }
   if (!env->enabled) {
     if (once(&told_disabled))
       RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
                 "tuner: NCCL_RAIL_TUNER=0; leaving NCCL's choice alone");
-    return 0;
+    return 1;
   }
   if (env->nvlink_spans_nodes) {
     /* Multi-node NVLink (NVL72-class): NVLink, not the rails, joins the
@@ -179,31 +126,72 @@ int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env 
     if (once(&told_nvl_domains))
       RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
                 "tuner: NVLink domains span nodes; leaving NCCL's choice alone");
-    return 0;
+    return 1;
   }
-  if (nranks < 2) return 0; /* NCCL has one entry left; nothing to choose */
-  if (rail_tuner_shape_from_topo(env->topo, env->transport, nranks, nnodes, &ctx->shape) != 0) {
+  return nranks < 2; /* NCCL has one entry left; nothing to choose */
+}
+
+/* What this node is and what the decisions use, at INFO. Where the node
+ * knows its fabric and the rules file does not declare it, say how to. */
+static void explain(const struct rail_tuner_ctx *ctx) {
+  char buf[256];
+  const char *declared = ctx->rules && ctx->rules->fabric ? ctx->rules->path : NULL;
+
+  if (ctx->have_local)
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
-              "tuner: cannot model %zu ranks on %zu nodes; leaving NCCL's choice alone", nranks,
-              nnodes);
+              "tuner: this node: %s; decisions come from NCCL's cost table, the same on every "
+              "rank, fabric %s%s%s",
+              rail_tuner_shape_str(&ctx->local, buf, sizeof(buf)),
+              rail_tuner_fabric_name(ctx->fabric), declared ? " from " : " (not declared)",
+              declared ? declared : "");
+  if (ctx->have_local && ctx->nnodes > 1 && !declared && ctx->local.fabric != ctx->fabric &&
+      once(&told_fabric))
+    RAIL_INFO(
+        RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
+        "tuner: this node's network is %s%s, which NCCL's table cannot show; add the line "
+        "\"fabric %s\" to the NCCL_RAIL_TUNER_FILE of every node to let the tuner use it",
+        rail_tuner_fabric_name(ctx->local.fabric), ctx->local.socket ? " over sockets" : "",
+        rail_tuner_fabric_name(ctx->local.socket ? RAIL_TUNER_FABRIC_TCP : ctx->local.fabric));
+}
+
+int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env *env,
+                      struct rail_tuner_ctx **out) {
+  struct rail_tuner_ctx *ctx = calloc(1, sizeof(*ctx));
+
+  if (ctx == NULL) return -ENOMEM;
+  *out = ctx;
+  ctx->nranks = nranks;
+  ctx->nnodes = nnodes;
+  if (stays_out(nranks, env)) return 0;
+  if (nnodes < 1 || nranks < nnodes) {
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
+              "tuner: %zu ranks on %zu nodes is not a job NCCL forms; leaving NCCL's choice alone",
+              nranks, nnodes);
     return 0;
   }
+  ctx->have_local =
+      rail_tuner_shape_from_topo(env->topo, env->transport, nranks, nnodes, &ctx->local) == 0;
   if (env->rules_path != NULL && env->rules_path[0] != '\0')
     ctx->rules = rules_get(env->rules_path);
+  ctx->fabric = ctx->rules ? ctx->rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
   ctx->active = 1;
-  RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING, "tuner: %s%s%s",
-            rail_tuner_shape_str(&ctx->shape, buf, sizeof(buf)), ctx->rules ? "; site rules " : "",
-            ctx->rules ? ctx->rules->path : "");
+  explain(ctx);
   return 0;
 }
 
 int rail_tuner_active(const struct rail_tuner_ctx *ctx) { return ctx != NULL && ctx->active; }
 
-const struct rail_tuner_shape *rail_tuner_shape(const struct rail_tuner_ctx *ctx) {
-  return &ctx->shape;
+const struct rail_tuner_shape *rail_tuner_local_shape(const struct rail_tuner_ctx *ctx) {
+  return ctx != NULL && ctx->have_local ? &ctx->local : NULL;
+}
+
+int rail_tuner_fabric(const struct rail_tuner_ctx *ctx) {
+  return ctx != NULL ? ctx->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
 }
 
 void rail_tuner_destroy(struct rail_tuner_ctx *ctx) { free(ctx); }
+
+/* ---- one decision ------------------------------------------------------- */
 
 static int size_bucket(size_t nbytes) {
   int b = 0;
@@ -227,60 +215,85 @@ static void log_choice(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int 
             nbytes, rail_tuner_algo_name(algo), rail_tuner_proto_name(proto), why);
 }
 
+static int any_valid(float (*cost)[RAIL_PROTO_COUNT]) {
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (cost[a][p] >= 0) return 1;
+  return 0;
+}
+
+/* The matching site rule whose entry NCCL has, or NULL; a rule NCCL has
+ * not enabled falls back to the model, said once per communicator. */
+static const struct rail_tuner_rule *usable_rule(struct rail_tuner_ctx *ctx, int coll,
+                                                 size_t nbytes, float (*cost)[RAIL_PROTO_COUNT]) {
+  const struct rail_tuner_rule *rule =
+      rail_tuner_rules_match(ctx->rules, coll, nbytes, (int)ctx->nnodes, (int)ctx->nranks);
+
+  if (rule == NULL || cost[rule->algo][rule->proto] >= 0) return rule;
+  if (!ctx->rule_unavailable_told) {
+    ctx->rule_unavailable_told = 1;
+    RAIL_INFO(RAIL_SUBSYS_TUNING,
+              "tuner: %s:%d asks for %s/%s, which NCCL has not enabled for this communicator; "
+              "using the model there",
+              ctx->rules->path, rule->line, rail_tuner_algo_name(rule->algo),
+              rail_tuner_proto_name(rule->proto));
+  }
+  return NULL;
+}
+
+/* The model's pick from NCCL's own table; 0, or -1 where none of its
+ * entries is one the model knows (NCCL's choice stands). */
+static int model_pick(const struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,
+                      float (*cost)[RAIL_PROTO_COUNT], int *algo, int *proto, char *why,
+                      size_t wlen) {
+  struct rail_tuner_shape s;
+  struct rail_tuner_choice c;
+  const float(*t)[RAIL_PROTO_COUNT] = (const float(*)[RAIL_PROTO_COUNT])cost;
+
+  if (rail_tuner_shape_from_table(ctx->nranks, ctx->nnodes, coll, nbytes, pipe_ops, t, ctx->fabric,
+                                  &s) != 0 ||
+      rail_tuner_decide(&s, coll, nbytes, pipe_ops, t, 1, &c) != 0)
+    return -1;
+  *algo = c.algo;
+  *proto = c.proto;
+  snprintf(why, wlen, "model, %s, %.1f us; NCCL's table: ring %.0f GB/s",
+           rail_tuner_reason_name(c.reason), c.cost.time_us, s.nccl_ring_gbs);
+  return 0;
+}
+
+/* Makes (algo, proto) the table's unique minimum without making any entry
+ * negative or touching a disabled one: NCCL 2.30 skips entries below 0,
+ * 2.31 takes the minimum of its valid entries with no such check. */
+static void select_entry(float (*cost)[RAIL_PROTO_COUNT], int algo, int proto) {
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (cost[a][p] == 0.0f) cost[a][p] = 1e-3f;
+  cost[algo][proto] = 0.0f;
+}
+
 int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,
                              float *table, int nalgo, int nproto, int *nchannels) {
   float(*cost)[RAIL_PROTO_COUNT] = (float(*)[RAIL_PROTO_COUNT])table;
   const struct rail_tuner_rule *rule;
-  struct rail_tuner_choice choice;
-  char why[RAIL_TUNER_RULES_PATH + 32];
+  char why[RAIL_TUNER_RULES_PATH + 64];
   int algo, proto;
 
   if (!rail_tuner_active(ctx) || table == NULL || coll < 0 || coll >= RAIL_COLL_COUNT) return 0;
   /* The table's layout is [algo][proto] of NCCL's counts; another shape
    * would make our indexes land on the wrong entries. */
-  if (nalgo != RAIL_ALGO_COUNT || nproto != RAIL_PROTO_COUNT) return 0;
-  if (rail_topo_fp_job_mismatch()) {
-    /* Peers' shapes differ, so ours is not every rank's: a choice from it
-     * could differ between ranks and hang the collective. NCCL's own choice
-     * is computed from comm-wide data. */
-    if (once(&told_mismatch))
-      RAIL_INFO(RAIL_SUBSYS_TUNING, "tuner: peers' machines differ from this one (see the "
-                                    "warning above); leaving NCCL's choice alone");
-    return 0;
-  }
-
-  rule = rail_tuner_rules_match(ctx->rules, coll, nbytes, ctx->shape.nodes, ctx->shape.ranks);
-  if (rule != NULL && !(cost[rule->algo][rule->proto] >= 0)) {
-    if (!ctx->rule_unavailable_told) {
-      ctx->rule_unavailable_told = 1;
-      RAIL_INFO(RAIL_SUBSYS_TUNING,
-                "tuner: %s:%d asks for %s/%s, which NCCL has not enabled "
-                "for this communicator; using the model there",
-                ctx->rules->path, rule->line, rail_tuner_algo_name(rule->algo),
-                rail_tuner_proto_name(rule->proto));
-    }
-    rule = NULL;
-  }
+  if (nalgo != RAIL_ALGO_COUNT || nproto != RAIL_PROTO_COUNT || !any_valid(cost)) return 0;
+  rule = usable_rule(ctx, coll, nbytes, cost);
   if (rule != NULL) {
     algo = rule->algo;
     proto = rule->proto;
-    if (rule->channels > 0) *nchannels = rule->channels;
+    /* A cap: NCCL 2.31 takes a count only below its own, 2.30 clamps. */
+    if (rule->channels > 0 && nchannels != NULL && (*nchannels <= 0 || rule->channels < *nchannels))
+      *nchannels = rule->channels;
     snprintf(why, sizeof(why), "%s:%d", ctx->rules->path, rule->line);
-  } else {
-    if (rail_tuner_decide(&ctx->shape, coll, nbytes, pipe_ops,
-                          (const float(*)[RAIL_PROTO_COUNT])cost, &choice) != 0)
-      return 0; /* none of ours is enabled: NCCL's choice stands */
-    algo = choice.algo;
-    proto = choice.proto;
-    snprintf(why, sizeof(why), "model, %s, %.1f us", rail_tuner_reason_name(choice.reason),
-             choice.cost.time_us);
+  } else if (model_pick(ctx, coll, nbytes, pipe_ops, cost, &algo, &proto, why, sizeof(why)) != 0) {
+    return 0; /* none of ours is enabled: NCCL's choice stands */
   }
-  /* NCCL takes the first entry strictly below all others: make any other
-   * entry at exactly 0 a hair larger so ours is that one. */
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      if (cost[a][p] == 0.0f) cost[a][p] = 1e-3f;
-  cost[algo][proto] = 0.0f;
+  select_entry(cost, algo, proto);
   log_choice(ctx, coll, nbytes, algo, proto, why);
   return 0;
 }

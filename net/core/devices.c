@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/param.h"
 
 static int rail_devices_is_bdf(const char *s) {
   unsigned dom, bus, dev, fn;
@@ -134,9 +135,17 @@ static void rail_devices_log(const struct rail_devtab *t) {
   }
 }
 
+/* A NIC the model says is no compute rail (storage, front-end, a veth
+ * beside physical NICs) is not offered to NCCL, unless NCCL_RAIL_IFNAMES
+ * chose the interfaces or no compute rail is among them. */
+static int rail_devices_other(const struct rail_topo *topo, const char *name) {
+  const struct rail_topo_nic *nic = topo != NULL ? rail_topo_find_netdev(topo, name) : NULL;
+  return nic != NULL && nic->role != RAIL_NIC_ROLE_COMPUTE;
+}
+
 int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int n,
                        const struct rail_topo *topo, int fuse, rail_devices_complete_fn complete) {
-  int assigned[RAIL_IFACES_MAX] = {0};
+  int assigned[RAIL_IFACES_MAX] = {0}, skip = 0;
 
   if (n < 0 || n > RAIL_IFACES_MAX) return -EINVAL;
   memset(t, 0, sizeof(*t));
@@ -145,7 +154,14 @@ int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int 
   for (int i = 0; i < n; i++) {
     t->phys[i] = ifs[i];
     t->phys[i].numa = rail_devices_numa_index(topo, &ifs[i]);
+    if (!rail_devices_other(topo, ifs[i].name))
+      skip = rail_param_str(RAIL_PARAM_IFNAMES)[0] == '\0';
   }
+  for (int i = 0; i < n && skip; i++)
+    if ((assigned[i] = rail_devices_other(topo, ifs[i].name)))
+      RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+                "%s not offered: not a compute rail (%s); NCCL_RAIL_IFNAMES can select it",
+                ifs[i].name, rail_topo_find_netdev(topo, ifs[i].name)->role_note);
 
   for (int i = 0; i < n && t->ndevs < RAIL_DEVICES_MAX; i++) {
     const struct rail_topo_nic *nic;

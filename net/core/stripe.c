@@ -60,9 +60,11 @@ int rail_stripe_split(const struct rail_stripe *s, const int *up, size_t size, s
     given += count[r];
   }
   while (given < units) {
-    int best = -1;
-    for (int r = 0; r < s->nrails; r++)
-      if (up[r] && (best < 0 || rem[r] > rem[best])) best = r;
+    /* The largest remainder, the lowest rail on a tie; starting from the
+     * last usable rail keeps the index in range. */
+    int best = last;
+    for (int r = s->nrails - 1; r >= 0; r--)
+      if (up[r] && rem[r] >= rem[best]) best = r;
     count[best]++;
     rem[best] = -1;
     given++;

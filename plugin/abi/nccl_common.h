@@ -1,5 +1,6 @@
-/* Our own declarations of the NCCL plugin ABI types shared by net and tuner,
- * written from shared/docs/nccl-abi.md (NCCL 2.28.9). No NCCL header is
+/* Our own declarations of the NCCL plugin ABI types shared by net, tuner and
+ * CollNet, written from NCCL's documented values (src/include/nccl.h.in,
+ * src/include/plugin/nccl_common.h, NCCL 2.20 to 2.31). No NCCL header is
  * included or copied: only sizes, orders and values carry over.
  * Layout: x86-64 LP64; enums are 4 bytes. Static asserts pin every size. */
 #ifndef RAIL_ABI_NCCL_COMMON_H

@@ -1,6 +1,8 @@
-/* Our declarations of NCCL's net plugin ABI, versions 8 to 11 (NCCL 2.20 to
- * 2.29), from shared/docs/nccl-abi.md sections 2 to 6. Each struct's size is
- * pinned by a static assert against the measured layout. */
+/* Our declarations of NCCL's net plugin ABI, versions 8 to 12 (NCCL 2.20 to
+ * 2.31), written from what NCCL's ext-net documentation and its
+ * src/include/plugin/net/net_v8.h .. net_v12.h state about sizes, slot
+ * orders and values (no NCCL header is included or copied). Each struct's
+ * size is pinned by a static assert against the measured layout. */
 #ifndef RAIL_ABI_NCCL_NET_H
 #define RAIL_ABI_NCCL_NET_H
 
@@ -12,7 +14,9 @@
 #define NCCL_PTR_CUDA 0x2
 #define NCCL_PTR_DMABUF 0x4
 #define NCCL_NET_OPTIONAL_RECV_COMPLETION 0x1
-#define NCCL_NET_MAX_DEVS_PER_NIC 4
+#define NCCL_NET_MAX_DEVS_PER_NIC 4     /* vProps members up to v11 */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8 /* and from v12 (NCCL 2.30) */
+#define NCCL_NET_ID_UNDEF -1            /* v12 railId / planeId not known */
 #define NCCL_MAX_NET_SIZE_BYTES (1ULL << 40)
 
 typedef enum {
@@ -36,6 +40,12 @@ typedef struct {
   int devs[NCCL_NET_MAX_DEVS_PER_NIC];
 } ncclNetVDeviceProps_t;
 
+/* v12: up to 8 members. */
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
 typedef struct {
   int trafficClass; /* -1 when the application did not set it */
 } ncclNetCommConfig_t;
@@ -57,6 +67,31 @@ typedef struct {
 
 typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *pHandle,
                                                int64_t pluginId, void *extData);
+
+/* v12 (128 bytes): v11's fields, an 8-member vProps, then railId and
+ * planeId. NCCL reads the struct into uninitialised stack memory, so every
+ * field is written, -1 (NCCL_NET_ID_UNDEF) where a rail or plane is unknown. */
+typedef struct {
+  char *name;
+  char *pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed; /* Mbps */
+  int port;
+  float latency; /* us */
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v12_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;
+  int16_t planeId;
+} ncclNetProperties_v12_t;
 
 /* Properties: v11 (112 bytes) = v9/v10 (104 bytes) + maxMultiRequestSize. */
 typedef struct {
@@ -113,6 +148,40 @@ typedef struct {
   ncclNetDeviceType netDeviceType;
   int netDeviceVersion;
 } ncclNetProperties_v8_t;
+
+/* v12: v11's 22 slots; only the properties and vDevice types change. */
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_t *config,
+                       ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int *ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+  ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+  ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                          ncclNetDeviceHandle_t **sendDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm);
+  ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
+                              int fd, void **mhandle);
+  ncclResult_t (*deregMr)(void *comm, void *mhandle);
+  ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                        void *phandle, void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                        void **mhandles, void **phandles, void **request);
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                         void **request);
+  ncclResult_t (*test)(void *request, int *done, int *sizes);
+  ncclResult_t (*closeSend)(void *sendComm);
+  ncclResult_t (*closeRecv)(void *recvComm);
+  ncclResult_t (*closeListen)(void *listenComm);
+  ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+  ncclResult_t (*finalize)(void *ctx);
+  ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v12_t *netAttr);
+} ncclNet_v12_t;
 
 typedef struct {
   const char *name;
@@ -230,6 +299,13 @@ typedef struct {
 
 _Static_assert(sizeof(ncclNetDeviceHandle_t) == 32, "device handle is 32 bytes");
 _Static_assert(sizeof(ncclNetVDeviceProps_t) == 20, "vProps is 20 bytes");
+_Static_assert(sizeof(ncclNetVDeviceProps_v12_t) == 36, "v12 vProps is 36 bytes");
+_Static_assert(sizeof(ncclNetProperties_v12_t) == 128, "v12 properties are 128 bytes");
+_Static_assert(offsetof(ncclNetProperties_v12_t, vProps) == 64, "v12 vProps at 64");
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxP2pBytes) == 104, "v12 maxP2pBytes at 104");
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxMultiRequestSize) == 120, "v12 at 120");
+_Static_assert(offsetof(ncclNetProperties_v12_t, railId) == 124, "railId at 124");
+_Static_assert(offsetof(ncclNetProperties_v12_t, planeId) == 126, "planeId at 126");
 _Static_assert(sizeof(ncclNetProperties_v11_t) == 112, "v11 properties are 112 bytes");
 _Static_assert(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88, "maxP2pBytes at 88");
 _Static_assert(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104, "at 104");
@@ -237,6 +313,7 @@ _Static_assert(sizeof(ncclNetProperties_v10_t) == 104, "v9/v10 properties are 10
 _Static_assert(sizeof(ncclNetProperties_v8_t) == 64, "v8 properties are 64 bytes");
 _Static_assert(offsetof(ncclNetProperties_v8_t, speed) == 32, "v8 speed at 32");
 _Static_assert(offsetof(ncclNetProperties_v8_t, netDeviceVersion) == 56, "v8 at 56");
+_Static_assert(sizeof(ncclNet_v12_t) == 176, "v12 has 22 slots");
 _Static_assert(sizeof(ncclNet_v11_t) == 176, "v11 has 22 slots");
 _Static_assert(sizeof(ncclNet_v10_t) == 160, "v10 has 20 slots");
 _Static_assert(sizeof(ncclNet_v9_t) == 160, "v9 has 20 slots");

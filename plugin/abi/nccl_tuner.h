@@ -1,6 +1,8 @@
-/* Our declarations of NCCL's tuner plugin ABI, versions 2 to 5, from
- * shared/docs/nccl-abi.md section 7. The cost table NCCL passes as float**
- * is really one contiguous float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]. */
+/* Our declarations of NCCL's tuner plugin ABI, versions 2 to 6 (NCCL 2.19 to
+ * 2.31), written from what NCCL's ext-tuner documentation and its
+ * src/include/plugin/tuner/tuner_v2.h .. tuner_v6.h state (no NCCL header is
+ * included or copied). The cost table NCCL passes as float** is really one
+ * contiguous float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]. */
 #ifndef RAIL_ABI_NCCL_TUNER_H
 #define RAIL_ABI_NCCL_TUNER_H
 
@@ -49,6 +51,26 @@ typedef struct {
   double perChMaxNVLSTreeBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
 } ncclTunerConstants_v5_t;
 
+/* v6 (NCCL 2.30): v5's types under new names, and a fifth slot. */
+typedef ncclNvlDomainInfo_v5_t ncclNvlDomainInfo_v6_t;
+typedef ncclTunerConstants_v5_t ncclTunerConstants_v6_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                       ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v6_t *nvlDomainInfo,
+                       ncclTunerConstants_v6_t *constants);
+  ncclResult_t (*getCollInfo)(void *ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int regBuff,
+                              int *nChannels);
+  ncclResult_t (*finalize)(void *ctx);
+  /* After finalize, not before. May be NULL. *chunkSize is in/out (bytes):
+   * NCCL's choice in, ours out; an error fails the collective, and a value
+   * below the protocol's grain becomes 0, which NCCL divides by. */
+  ncclResult_t (*getChunkSize)(void *ctx, ncclFunc_t collType, size_t nBytes, int algorithm,
+                               int protocol, int nChannels, size_t *chunkSize);
+} ncclTuner_v6_t;
+
 typedef struct {
   const char *name;
   ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
@@ -86,6 +108,9 @@ typedef struct {
   ncclResult_t (*destroy)(void *ctx);
 } ncclTuner_v2_t;
 
+_Static_assert(sizeof(ncclTuner_v6_t) == 40, "v6 has 5 slots");
+_Static_assert(offsetof(ncclTuner_v6_t, getChunkSize) == 32, "getChunkSize is the fifth slot");
+_Static_assert(sizeof(ncclTuner_v5_t) == 32, "v5 has 4 slots");
 _Static_assert(sizeof(ncclTunerConstants_v5_t) == 1152, "tuner constants are 1152 bytes");
 _Static_assert(offsetof(ncclTunerConstants_v5_t, llMaxBws) == 672, "llMaxBws at 672");
 _Static_assert(offsetof(ncclTunerConstants_v5_t, perChMaxNVLSTreeBws) == 1056, "at 1056");

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tests/abi/cndrive.h"
+#include "tests/collnet/standin_stats.h"
 #include "tools/netdrive.h"
 
 /* Unprefixed because the checks name them: a failed CHECK prints its
@@ -25,6 +27,7 @@ struct harness {
   const char *peer_netns;   /* the child's network namespace (--peer-netns) */
   const char *peer_ifnames; /* the child's NCCL_RAIL_IFNAMES (--peer-ifnames) */
   int version;
+  int nprocs; /* --nprocs: members of a CollNet group (sc_collnet.c) */
   uint64_t seed;
   void *dl;
   struct rail_nd nd;
@@ -41,6 +44,10 @@ int harness_barrier(struct harness *h, uint8_t step);
  * 0 or the first failure (already counted). */
 int harness_plugin_up(struct harness *h);
 void harness_plugin_down(struct harness *h);
+/* Closes the library as NCCL does after its last communicator, and checks
+ * that the loader really unloaded it (its state starts over at the next
+ * open); h->dl is NULL after. */
+void harness_unload(struct harness *h);
 /* An environment setting in milliseconds, set to def unless the caller set it. */
 long harness_env_ms(const char *name, const char *def);
 /* Loopback up (1) or down (0) in this process's network namespace. */
@@ -116,6 +123,60 @@ void harness_doomed_sender_child(struct harness *h);
 void harness_doomed_receiver_child(struct harness *h);
 void harness_garbage_parent(struct harness *h);
 void harness_garbage_child(struct harness *h);
+
+/* ---- scenarios: net life cycle across unloads (sc_reload.c) -------------- */
+
+void harness_reload_side(struct harness *h); /* both processes */
+
+/* ---- scenarios: CollNet through the stand-in (sc_collnet*.c) ------------- */
+
+#define HARNESS_CN_MAX_PROCS 8
+#define HARNESS_CN_ARENA (8u << 20)
+
+/* N processes, one CollNet group member each: rank 0 is the harness's own
+ * process, which forked the others and relays the bootstrap (all-gather of
+ * handles, barriers) over one socketpair per child. */
+struct harness_cn_group {
+  int rank, n;
+  int fd[HARNESS_CN_MAX_PROCS]; /* rank 0: to each child; a child: fd[0] to rank 0 */
+  pid_t pid[HARNESS_CN_MAX_PROCS];
+};
+
+/* One member: our plugin's net and CollNet tables of one version, the
+ * stand-in's counters, a connected group and two registered arenas. */
+struct harness_cn_member {
+  struct harness *h;
+  struct harness_cn_group *g;
+  struct harness_cn cn;
+  struct rail_standin_stats *stats;
+  void *coll;
+  uint8_t *send, *recv;               /* HARNESS_CN_ARENA each */
+  void *send_mh, *recv_mh, *recv_mh2; /* recv registered twice, as NCCL does */
+};
+
+int harness_cn_allgather(struct harness_cn_group *g, const void *mine, size_t len, void *all);
+int harness_cn_group_barrier(struct harness_cn_group *g);
+/* Posts until the request is taken, then waits for it. */
+int harness_cn_complete(struct harness_cn_member *m, void *req, int rc, const char *what);
+
+/* sc_collnet_data.c: every collective with checked results. */
+void harness_cn_allreduce_matrix(struct harness_cn_member *m);
+void harness_cn_allreduce_avg(struct harness_cn_member *m);
+void harness_cn_inflight(struct harness_cn_member *m);
+void harness_cn_allgather_windows(struct harness_cn_member *m);
+void harness_cn_reducescatter_windows(struct harness_cn_member *m);
+
+void harness_collnet_parent(struct harness *h);
+void harness_collnet_reload_parent(struct harness *h);
+void harness_collnet_off_parent(struct harness *h);
+void harness_collnet_off_child(struct harness *h);
+void harness_collnet_self_parent(struct harness *h);
+void harness_collnet_unmatched_parent(struct harness *h);
+
+/* ---- scenarios: tuner (sc_tuner.c) --------------------------------------- */
+
+void harness_tuner_parent(struct harness *h);
+void harness_tuner_child(struct harness *h);
 
 /* ---- scenarios: chaos (sc_chaos.c) ---------------------------------------- */
 

@@ -6,12 +6,14 @@
  * 128-byte handle and the step barriers travel over a socketpair made before
  * the fork, as NCCL's bootstrap does. All data is checked byte for byte.
  *
- * usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario NAME
- *                         [--seed N] [--path ABSOLUTE_SO_PATH]
+ * usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario NAME
+ *                         [--seed N] [--path ABSOLUTE_SO_PATH] [--nprocs N]
  *                         [--peer-netns NAME] [--peer-ifnames LIST]
  * --peer-netns / --peer-ifnames put the forked sender on another "node":
  * another network namespace (tests/rig/dualrail.sh), or other interfaces
  * of this host (the rxe rig, where RDMA works in one namespace only).
+ * --nprocs: the processes of a CollNet group (collnet; default 2). The
+ * version is that of both the net and the CollNet table, as NCCL pairs them.
  * Exit status: 0 pass, 1 a check failed, 2 usage, 77 skipped (a scenario
  * that needs a private network namespace, without CAP_SYS_ADMIN).
  *
@@ -20,6 +22,7 @@
  * The scenarios live in sc_*.c by family, the checked transfers in xfer.c;
  * harness.h is what they share. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -87,6 +90,21 @@ static const struct scenario scenarios[] = {
      "junk TCP clients on every listening socket; the real peer still connects"},
     {"multi", harness_multi_side, harness_multi_side,
      "three connections, both ways, progressed together; v11: from two contexts"},
+    {"reload", harness_reload_side, harness_reload_side,
+     "init, finalize, init, then unloaded and loaded again: transfers work each time"},
+    {"collnet", harness_collnet_parent, NULL,
+     "--nprocs members reduce, gather and scatter every type through our CollNet and the "
+     "stand-in"},
+    {"collnet_reload", harness_collnet_reload_parent, NULL,
+     "CollNet across init, finalize, init and an unload: an allreduce works each time"},
+    {"collnet_off", harness_collnet_off_parent, harness_collnet_off_child,
+     "no delegate (a missing file; NCCL_COLLNET_ENABLE unset): 0 CollNet devices, one INFO why"},
+    {"collnet_self", harness_collnet_self_parent, NULL,
+     "nccl-rail named as its own CollNet delegate: refused, 0 devices, one INFO why"},
+    {"collnet_unmatched", harness_collnet_unmatched_parent, NULL,
+     "a net device the delegate has no device for: 0 CollNet devices, the INFO line names it"},
+    {"tuner_unlike", harness_tuner_parent, harness_tuner_child,
+     "ranks on unlike machines (RAIL_HARNESS_TOPO_FILES) choose alike from NCCL's tables"},
     {"stopped_sender", harness_stopped_sender_parent, harness_stopped_sender_child,
      "the sender is SIGSTOPped for 3 timeouts mid-transfer, then resumed: the job continues",
      .short_timeout = 1},
@@ -150,6 +168,25 @@ void harness_plugin_down(struct harness *h) {
   /* NCCL keeps the library open for the life of the process by default
    * (NCCL_NET_PLUGIN_REF_COUNT aside); closing it here would only test
    * our own unload order, so leave it. */
+}
+
+void harness_unload(struct harness *h) {
+  char opened[512];
+  void *again;
+
+  /* The name it opened under, to ask the loader whether it is still there. */
+  h->dl = rail_nd_open(h->plugin, opened, sizeof(opened));
+  CHECK(h->dl != NULL);
+  if (h->dl == NULL) return;
+  CHECK_EQ_INT(dlclose(h->dl), 0); /* the reference just taken */
+  CHECK_EQ_INT(dlclose(h->dl), 0); /* harness_plugin_up's */
+  h->dl = NULL;
+  again = dlopen(opened, RTLD_NOW | RTLD_NOLOAD);
+  if (again != NULL) {
+    fprintf(stderr, "%s: %s is still loaded after its last dlclose\n", rail_test_current, opened);
+    rail_test_failed_checks++;
+    dlclose(again);
+  }
 }
 
 long harness_env_ms(const char *name, const char *def) {
@@ -221,8 +258,9 @@ static int enter_netns(const char *name) {
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11 --scenario "
-          "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST]\nscenarios:");
+          "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario "
+          "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST] [--nprocs N]"
+          "\nscenarios:");
   for (size_t i = 0; i < NSCENARIOS; i++)
     fprintf(stderr, " %s", scenarios[i].name);
   fprintf(stderr, "\n");
@@ -233,6 +271,7 @@ static int usage(void) {
 static int parse_options(int argc, char **argv, struct harness *h, const char **name) {
   h->seed = (uint64_t)time(NULL);
   h->version = 11;
+  h->nprocs = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--plugin") == 0)
       h->plugin = argv[i + 1];
@@ -248,10 +287,12 @@ static int parse_options(int argc, char **argv, struct harness *h, const char **
       h->peer_netns = argv[i + 1];
     else if (strcmp(argv[i], "--peer-ifnames") == 0)
       h->peer_ifnames = argv[i + 1];
+    else if (strcmp(argv[i], "--nprocs") == 0)
+      h->nprocs = atoi(argv[i + 1]);
     else
       return -1;
   }
-  if (argc % 2 == 0 || h->plugin == NULL || *name == NULL || h->version < 8 || h->version > 11)
+  if (argc % 2 == 0 || h->plugin == NULL || *name == NULL || h->version < 8 || h->version > 12)
     return -1;
   return 0;
 }

@@ -295,7 +295,7 @@ void harness_multi_side(struct harness *h) {
   int ok;
 
   if (harness_plugin_up(h) != 0) return;
-  if (h->version == 11) {
+  if (h->version >= 11) {
     second = h->nd;
     second.ctx = NULL;
     CHECK_EQ_INT(rail_nd_init(&second), ncclSuccess);

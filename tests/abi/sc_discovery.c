@@ -15,8 +15,11 @@
  * name and by its path, and every table the plugin promises is there. */
 void harness_load_parent(struct harness *h) {
   static const char *const syms[] = {
-      "ncclNetPlugin_v8",   "ncclNetPlugin_v9",   "ncclNetPlugin_v10",  "ncclNetPlugin_v11",
-      "ncclTunerPlugin_v2", "ncclTunerPlugin_v3", "ncclTunerPlugin_v4", "ncclTunerPlugin_v5"};
+      "ncclNetPlugin_v8",      "ncclNetPlugin_v9",      "ncclNetPlugin_v10",
+      "ncclNetPlugin_v11",     "ncclNetPlugin_v12",     "ncclTunerPlugin_v2",
+      "ncclTunerPlugin_v3",    "ncclTunerPlugin_v4",    "ncclTunerPlugin_v5",
+      "ncclTunerPlugin_v6",    "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v9",
+      "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v12"};
   char opened[512], file[300];
   void *dl_short, *dl_file, *dl_path;
 
@@ -41,8 +44,8 @@ void harness_load_parent(struct harness *h) {
       rail_test_failed_checks++;
       continue;
     }
-    /* name is slot 0 of every net and tuner table; NCCL_NET matches it
-     * case-insensitively. */
+    /* name is slot 0 of every net, tuner and CollNet table; NCCL_NET
+     * matches the net's case-insensitively. */
     CHECK(table[0] != NULL && strcasecmp(table[0], "rail") == 0);
   }
   /* A name that is neither a file nor a bare plugin name must fail cleanly. */
@@ -70,8 +73,7 @@ static void props_check_device(struct harness *h, ncclNetProperties_v11_t *props
   CHECK(p->speed > 0);
   CHECK(p->ptrSupport & NCCL_PTR_HOST);
   CHECK(p->maxComms > 0);
-  /* Grouped receives: what the device's transport takes, 1 to 8 (NCCL's IB
-   * transport offers 8). */
+  /* Grouped receives: 1 (none) up to what NCCL's own IB offers. */
   CHECK(p->maxRecvs >= 1 && p->maxRecvs <= 8);
   CHECK_EQ_INT(p->netDeviceType, NCCL_NET_DEVICE_HOST);
   CHECK_EQ_INT(p->netDeviceVersion, 0);
@@ -84,8 +86,36 @@ static void props_check_device(struct harness *h, ncclNetProperties_v11_t *props
   if (h->version >= 11) CHECK(p->maxMultiRequestSize >= 1);
 }
 
-/* v11 only: contexts are per communicator. props is scratch space. */
+/* v12 only: the fields v11's layout has no place for. NCCL reads the
+ * struct into uninitialised memory, so the plugin must write every field:
+ * it is pre-filled with a byte no valid value is made of. p11 is the same
+ * device as the v11-normalised view saw it. */
+static void props_check_v12(struct harness *h, int d, const ncclNetProperties_v11_t *p11) {
+  const ncclNet_v12_t *net = h->nd.table;
+  ncclNetProperties_v12_t p;
+
+  memset(&p, 0x5a, sizeof(p));
+  CHECK_EQ_INT(net->getProperties(d, &p), ncclSuccess);
+  /* -1 (unknown) or a real id; never the fill, never left unwritten. */
+  CHECK(p.railId >= -1 && p.railId != 0x5a5a);
+  CHECK(p.planeId >= -1 && p.planeId != 0x5a5a);
+  fprintf(stderr, "dev %d: railId %d planeId %d vProps.ndevs %d\n", d, p.railId, p.planeId,
+          p.vProps.ndevs);
+  CHECK(p.vProps.ndevs >= 1 && p.vProps.ndevs <= NCCL_NET_MAX_DEVS_PER_NIC_V12);
+  for (int i = p.vProps.ndevs; i < NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
+    CHECK_EQ_INT(p.vProps.devs[i], 0);
+  CHECK_EQ_INT(p.forceFlush, 0);
+  CHECK(p.maxP2pBytes > 0 && p.maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
+  CHECK(p.maxCollBytes > 0 && p.maxCollBytes <= NCCL_MAX_NET_SIZE_BYTES);
+  CHECK_EQ_INT(p.maxMultiRequestSize, 1);
+  CHECK_EQ_STR(p.name, p11->name);
+  CHECK_EQ_INT(p.maxRecvs, p11->maxRecvs);
+  CHECK_EQ_INT(p.ptrSupport, p11->ptrSupport);
+}
+
+/* v11 and v12: contexts are per communicator. props is scratch space. */
 static void props_check_contexts(struct harness *h, ncclNetProperties_v11_t *props) {
+  /* finalize and setNetAttr: the same slots in v11 and v12. */
   const ncclNet_v11_t *net = h->nd.table;
   struct rail_nd second = h->nd;
   ncclNetAttr_v11_t attr;
@@ -115,11 +145,13 @@ void harness_props_parent(struct harness *h) {
   CHECK_EQ_INT(rail_nd_devices(&h->nd, &ndev), ncclSuccess);
   CHECK(ndev >= 1 && ndev <= 64);
   if (ndev > 64) ndev = 64;
-  for (int d = 0; d < ndev; d++)
+  for (int d = 0; d < ndev; d++) {
     props_check_device(h, props, d);
+    if (h->version == 12) props_check_v12(h, d, &props[d]);
+  }
   /* An index past the end is the caller's mistake: an error, not a crash. */
   CHECK(rail_nd_props(&h->nd, ndev, &props[0]) != ncclSuccess);
-  if (h->version == 11) props_check_contexts(h, props);
+  if (h->version >= 11) props_check_contexts(h, props);
   harness_plugin_down(h);
 }
 

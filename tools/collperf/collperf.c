@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdint.h>
@@ -126,8 +127,8 @@ static void cp_usage(FILE *f) {
       "  --device D         CUDA device for every rank (default 0; CUDA_VISIBLE_DEVICES applies)\n"
       "  --timeout S        kill every rank after S seconds (default 900)\n"
       "Sizes are the whole buffer, as in nccl-tests: for AllGather and ReduceScatter\n"
-      "each rank holds S/N. Exit: 0 all correct, 1 wrong results, 2 error or timeout,\n"
-      "3 no CUDA device, 4 usage.\n");
+      "each rank holds S/N. Options take their value as --opt=value or --opt value.\n"
+      "Exit: 0 all correct, 1 wrong results, 2 error or timeout, 3 no CUDA device, 4 usage.\n");
 }
 
 /* Parses "64", "64K", "256M", "1G" (binary multiples). */
@@ -210,9 +211,113 @@ static int cp_parse_sizes(const char *list, struct cp_opts *o) {
   return o->nsizes > 0 ? 0 : -EINVAL;
 }
 
+enum {
+  CP_O_CHECK = 256,
+  CP_O_NO_CHECK,
+  CP_O_MPS,
+  CP_O_RANKS,
+  CP_O_COLL,
+  CP_O_MIN,
+  CP_O_MAX,
+  CP_O_FACTOR,
+  CP_O_SIZES,
+  CP_O_ITERS,
+  CP_O_WARMUP,
+  CP_O_ITER_BYTES,
+  CP_O_CSV,
+  CP_O_DEVICE,
+  CP_O_TIMEOUT
+};
+
+static const struct option cp_longopts[] = {
+    {"check", no_argument, NULL, CP_O_CHECK},
+    {"no-check", no_argument, NULL, CP_O_NO_CHECK},
+    {"mps", no_argument, NULL, CP_O_MPS},
+    {"ranks", required_argument, NULL, CP_O_RANKS},
+    {"coll", required_argument, NULL, CP_O_COLL},
+    {"min", required_argument, NULL, CP_O_MIN},
+    {"max", required_argument, NULL, CP_O_MAX},
+    {"factor", required_argument, NULL, CP_O_FACTOR},
+    {"sizes", required_argument, NULL, CP_O_SIZES},
+    {"iters", required_argument, NULL, CP_O_ITERS},
+    {"warmup", required_argument, NULL, CP_O_WARMUP},
+    {"iter-bytes", required_argument, NULL, CP_O_ITER_BYTES},
+    {"csv", required_argument, NULL, CP_O_CSV},
+    {"device", required_argument, NULL, CP_O_DEVICE},
+    {"timeout", required_argument, NULL, CP_O_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+/* What the options leave to the sizes: --min, --max and --factor, unless
+ * --sizes listed them. */
+struct cp_sweep {
+  size_t min, max;
+  int factor, have_list;
+};
+
+/* One option; 0, or -EINVAL (the caller names it). */
+static int cp_option(int c, const char *v, struct cp_opts *o, struct cp_sweep *w) {
+  switch (c) {
+  case CP_O_CHECK:
+    o->check = 1;
+    return 0;
+  case CP_O_NO_CHECK:
+    o->check = 0;
+    return 0;
+  case CP_O_MPS:
+    o->mps = 1;
+    return 0;
+  case CP_O_RANKS:
+    return cp_parse_int(v, 1, CP_MAX_RANKS, &o->nranks);
+  case CP_O_COLL:
+    return cp_parse_colls(v, &o->colls);
+  case CP_O_MIN:
+    return cp_parse_size(v, &w->min);
+  case CP_O_MAX:
+    return cp_parse_size(v, &w->max);
+  case CP_O_FACTOR:
+    return cp_parse_int(v, 2, 1024, &w->factor);
+  case CP_O_SIZES:
+    w->have_list = 1;
+    return cp_parse_sizes(v, o);
+  case CP_O_ITERS:
+    return cp_parse_int(v, 1, 1000000, &o->iters);
+  case CP_O_WARMUP:
+    return cp_parse_int(v, 0, 1000000, &o->warmup);
+  case CP_O_ITER_BYTES:
+    o->iter_bytes = 0; /* "0" turns the cap off; cp_parse_size refuses 0 */
+    return strcmp(v, "0") == 0 ? 0 : cp_parse_size(v, &o->iter_bytes);
+  case CP_O_CSV:
+    o->csv = v;
+    return 0;
+  case CP_O_DEVICE:
+    return cp_parse_int(v, 0, 1023, &o->device);
+  case CP_O_TIMEOUT:
+    return cp_parse_int(v, 1, 86400, &o->timeout_s);
+  default:
+    return -EINVAL;
+  }
+}
+
+/* The sizes from --min/--max/--factor when no --sizes list was given. */
+static int cp_sizes_from_sweep(const struct cp_sweep *w, struct cp_opts *o) {
+  if (w->have_list) return 0;
+  if (w->min > w->max) {
+    fprintf(stderr, "collperf: --min %zu is above --max %zu\n", w->min, w->max);
+    return -EINVAL;
+  }
+  o->nsizes = 0;
+  for (size_t s = w->min; s <= w->max && o->nsizes < CP_MAX_SIZES; s *= (size_t)w->factor) {
+    o->sizes[o->nsizes++] = s;
+    if (s > SIZE_MAX / (size_t)w->factor) break;
+  }
+  return 0;
+}
+
+/* getopt_long: "--opt=value" and "--opt value" both work. */
 static int cp_parse_args(int argc, char **argv, struct cp_opts *o) {
-  size_t min = 8, max = 256u << 20;
-  int factor = 2, have_list = 0;
+  struct cp_sweep w = {8, 256u << 20, 2, 0};
+  int c;
 
   *o = (struct cp_opts){.nranks = 2,
                         .colls = (1u << CP_NCOLL) - 1,
@@ -222,67 +327,25 @@ static int cp_parse_args(int argc, char **argv, struct cp_opts *o) {
                         .check = 1,
                         .timeout_s = 900,
                         .id_timeout_s = 120};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int bad = 0, used = 1;
-
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", cp_longopts, NULL)) != -1) {
+    const char *a = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (c == 'h') {
       cp_usage(stdout);
       exit(CP_EXIT_OK);
-    } else if (strcmp(a, "--check") == 0) {
-      o->check = 1, used = 0;
-    } else if (strcmp(a, "--no-check") == 0) {
-      o->check = 0, used = 0;
-    } else if (strcmp(a, "--mps") == 0) {
-      o->mps = 1, used = 0;
-    } else if (v == NULL) {
-      bad = 1;
-    } else if (strcmp(a, "--ranks") == 0) {
-      bad = cp_parse_int(v, 1, CP_MAX_RANKS, &o->nranks);
-    } else if (strcmp(a, "--coll") == 0) {
-      bad = cp_parse_colls(v, &o->colls);
-    } else if (strcmp(a, "--min") == 0) {
-      bad = cp_parse_size(v, &min);
-    } else if (strcmp(a, "--max") == 0) {
-      bad = cp_parse_size(v, &max);
-    } else if (strcmp(a, "--factor") == 0) {
-      bad = cp_parse_int(v, 2, 1024, &factor);
-    } else if (strcmp(a, "--sizes") == 0) {
-      bad = cp_parse_sizes(v, o), have_list = 1;
-    } else if (strcmp(a, "--iters") == 0) {
-      bad = cp_parse_int(v, 1, 1000000, &o->iters);
-    } else if (strcmp(a, "--warmup") == 0) {
-      bad = cp_parse_int(v, 0, 1000000, &o->warmup);
-    } else if (strcmp(a, "--iter-bytes") == 0) {
-      o->iter_bytes = 0; /* "0" turns the cap off; cp_parse_size refuses 0 */
-      if (strcmp(v, "0") != 0) bad = cp_parse_size(v, &o->iter_bytes);
-    } else if (strcmp(a, "--csv") == 0) {
-      o->csv = v;
-    } else if (strcmp(a, "--device") == 0) {
-      bad = cp_parse_int(v, 0, 1023, &o->device);
-    } else if (strcmp(a, "--timeout") == 0) {
-      bad = cp_parse_int(v, 1, 86400, &o->timeout_s);
-    } else {
-      bad = 1;
     }
-    if (bad) {
+    if (c == '?' || c == ':' || cp_option(c, optarg, o, &w) != 0) {
       fprintf(stderr, "collperf: bad or incomplete option '%s%s%s' (collperf --help)\n", a,
-              v && used ? " " : "", v && used ? v : "");
+              c != '?' && c != ':' && optarg && strchr(a, '=') == NULL ? " " : "",
+              c != '?' && c != ':' && optarg && strchr(a, '=') == NULL ? optarg : "");
       return -EINVAL;
     }
-    i += used;
   }
-  if (!have_list) {
-    if (min > max) {
-      fprintf(stderr, "collperf: --min %zu is above --max %zu\n", min, max);
-      return -EINVAL;
-    }
-    o->nsizes = 0;
-    for (size_t s = min; s <= max && o->nsizes < CP_MAX_SIZES; s *= (size_t)factor) {
-      o->sizes[o->nsizes++] = s;
-      if (s > SIZE_MAX / (size_t)factor) break;
-    }
+  if (optind < argc) {
+    fprintf(stderr, "collperf: unexpected argument '%s' (collperf --help)\n", argv[optind]);
+    return -EINVAL;
   }
+  if (cp_sizes_from_sweep(&w, o) != 0) return -EINVAL;
   if (o->id_timeout_s > o->timeout_s) o->id_timeout_s = o->timeout_s;
   return 0;
 }
@@ -649,110 +712,137 @@ static size_t cp_capacity(const struct cp_opts *o) {
   return cap;
 }
 
-static int cp_rank_main(const struct cp_opts *o, int rank, const char *idpath) {
-  struct cp_rank R = {.o = o, .rank = rank, .nranks = o->nranks};
-  ncclUniqueId id;
+/* The rank's identity and device, before any NCCL call. */
+static int cp_rank_device(struct cp_rank *R) {
   char hostid[32];
-  int rc = CP_EXIT_ERROR, ndev = 0, wrong = 0;
+  int ndev = 0;
   cudaError_t ce;
 
   /* NCCL reads NCCL_HOSTID once, at its first use: set it before any call. */
-  snprintf(hostid, sizeof(hostid), "collperf-%d", rank);
+  snprintf(hostid, sizeof(hostid), "collperf-%d", R->rank);
   setenv("NCCL_HOSTID", hostid, 1);
   /* The ranks share one GPU and no fabric: MNNVL probing has nothing to find. */
   setenv("NCCL_MNNVL_ENABLE", "0", 0);
-  cp_pattern_init(o->nranks);
-  R.cap = cp_capacity(o);
-
   ce = cudaGetDeviceCount(&ndev);
-  if (ce != cudaSuccess || ndev <= o->device) {
-    CP_LOG(&R, "no usable CUDA device %d: %s", o->device,
+  if (ce != cudaSuccess || ndev <= R->o->device) {
+    CP_LOG(R, "no usable CUDA device %d: %s", R->o->device,
            ce != cudaSuccess ? cudaGetErrorString(ce) : "fewer devices visible");
     return CP_EXIT_NODEV;
   }
-  CP_CUDA(&R, cudaSetDevice(o->device), out);
+  CP_CUDA(R, cudaSetDevice(R->o->device), fail);
+  return CP_EXIT_OK;
+fail:
+  return CP_EXIT_ERROR;
+}
 
+/* Every CUDA object a rank owns, freed by cp_rank_free whatever was made. */
+static void cp_rank_free(struct cp_rank *R) {
+  free(R->host);
+  cudaFree(R->stat);
+  cudaFree(R->recv);
+  cudaFree(R->send);
+  if (R->ev_stop != NULL) cudaEventDestroy(R->ev_stop);
+  if (R->ev_start != NULL) cudaEventDestroy(R->ev_start);
+  if (R->stream != NULL) cudaStreamDestroy(R->stream);
+}
+
+/* Stream, events and buffers; the send buffer filled once: element j holds
+ * T[rank][j % P] for every size, since each collective reads a prefix (or,
+ * for ReduceScatter, the whole of n x count) and out-of-place runs never
+ * write it. 0, or -1 with what was made left for cp_rank_free. */
+static int cp_rank_alloc(struct cp_rank *R) {
+  CP_CUDA(R, cudaStreamCreateWithFlags(&R->stream, cudaStreamNonBlocking), fail);
+  CP_CUDA(R, cudaEventCreate(&R->ev_start), fail);
+  CP_CUDA(R, cudaEventCreate(&R->ev_stop), fail);
+  CP_CUDA(R, cudaMalloc((void **)&R->send, R->cap * sizeof(float)), fail);
+  CP_CUDA(R, cudaMalloc((void **)&R->recv, R->cap * sizeof(float)), fail);
+  CP_CUDA(R, cudaMalloc((void **)&R->stat, 2 * sizeof(double)), fail);
+  R->host = malloc(R->cap * sizeof(float));
+  if (R->host == NULL) {
+    CP_LOG(R, "malloc of %zu bytes: %m", R->cap * sizeof(float));
+    goto fail;
+  }
+  for (size_t j = 0, k = 0; j < R->cap; j++) {
+    R->host[j] = cp_T[R->rank][k];
+    if (++k == CP_PERIOD) k = 0;
+  }
+  CP_CUDA(R, cudaMemcpy(R->send, R->host, R->cap * sizeof(float), cudaMemcpyHostToDevice), fail);
+  return 0;
+fail:
+  return -1;
+}
+
+static int cp_rank_open_csv(struct cp_rank *R) {
+  if (R->rank != 0 || R->o->csv == NULL) return 0;
+  R->csv = fopen(R->o->csv, "w");
+  if (R->csv == NULL) {
+    CP_LOG(R, "fopen %s: %m", R->o->csv);
+    return -1;
+  }
+  fprintf(R->csv, "coll,ranks,bytes,count,type,iters,time_us,algbw_gbs,busbw_gbs,wrong\n");
+  return 0;
+}
+
+/* Every collective and size, then rank 0's summary. 1 if a result was
+ * wrong, 0 if none, -1 when a call failed (the communicator must be
+ * aborted). */
+static int cp_rank_sweep(struct cp_rank *R) {
+  const struct cp_opts *o = R->o;
+  int wrong = 0;
+
+  if (R->rank == 0) cp_print_banner(R);
+  for (int c = 0; c < CP_NCOLL; c++) {
+    if (!(o->colls & (1u << c))) continue;
+    if (R->rank == 0) cp_print_header(R, (enum cp_coll)c);
+    for (int s = 0; s < o->nsizes; s++) {
+      int r = cp_run_size(R, (enum cp_coll)c, o->sizes[s]);
+      if (r < 0) return -1;
+      wrong |= r;
+    }
+  }
+  if (R->rank == 0) {
+    printf("#\n# Out of bounds values : %llu %s\n", R->wrong_total,
+           !o->check ? "(not checked)" : (R->wrong_total ? "FAILED" : "OK"));
+    printf("# Avg bus bandwidth    : %.4f\n#\n", R->nrows ? R->busbw_sum / R->nrows : 0.0);
+    fflush(stdout);
+  }
+  return wrong;
+}
+
+static int cp_rank_main(const struct cp_opts *o, int rank, const char *idpath) {
+  struct cp_rank R = {.o = o, .rank = rank, .nranks = o->nranks};
+  ncclUniqueId id;
+  int rc, wrong;
+
+  cp_pattern_init(o->nranks);
+  R.cap = cp_capacity(o);
+  rc = cp_rank_device(&R);
+  if (rc != CP_EXIT_OK) return rc;
+  rc = CP_EXIT_ERROR;
   if (rank == 0) {
     CP_NCCL(&R, ncclGetUniqueId(&id), out);
     if (cp_id_publish(&R, idpath, &id) != 0) goto out;
   } else if (cp_id_fetch(&R, idpath, &id) != 0) {
     goto out;
   }
-
-  CP_CUDA(&R, cudaStreamCreateWithFlags(&R.stream, cudaStreamNonBlocking), out);
-  CP_CUDA(&R, cudaEventCreate(&R.ev_start), destroy_stream);
-  CP_CUDA(&R, cudaEventCreate(&R.ev_stop), destroy_ev_start);
-  CP_CUDA(&R, cudaMalloc((void **)&R.send, R.cap * sizeof(float)), destroy_ev_stop);
-  CP_CUDA(&R, cudaMalloc((void **)&R.recv, R.cap * sizeof(float)), free_send);
-  CP_CUDA(&R, cudaMalloc((void **)&R.stat, 2 * sizeof(double)), free_recv);
-  R.host = malloc(R.cap * sizeof(float));
-  if (R.host == NULL) {
-    CP_LOG(&R, "malloc of %zu bytes: %m", R.cap * sizeof(float));
-    goto free_stat;
-  }
-  /* The send buffer is filled once: element j holds T[rank][j % P] for every
-   * size, since each collective reads a prefix (or, for ReduceScatter, the
-   * whole of n x count) and out-of-place runs never write it. */
-  for (size_t j = 0, k = 0; j < R.cap; j++) {
-    R.host[j] = cp_T[rank][k];
-    if (++k == CP_PERIOD) k = 0;
-  }
-  CP_CUDA(&R, cudaMemcpy(R.send, R.host, R.cap * sizeof(float), cudaMemcpyHostToDevice), free_host);
-
-  if (rank == 0 && o->csv != NULL) {
-    R.csv = fopen(o->csv, "w");
-    if (R.csv == NULL) {
-      CP_LOG(&R, "fopen %s: %m", o->csv);
-      goto free_host;
-    }
-    fprintf(R.csv, "coll,ranks,bytes,count,type,iters,time_us,algbw_gbs,busbw_gbs,wrong\n");
-  }
-
+  if (cp_rank_alloc(&R) != 0 || cp_rank_open_csv(&R) != 0) goto free_rank;
   CP_NCCL(&R, ncclCommInitRank(&R.comm, o->nranks, id, rank), close_csv);
-  if (rank == 0) cp_print_banner(&R);
-
-  for (int c = 0; c < CP_NCOLL; c++) {
-    if (!(o->colls & (1u << c))) continue;
-    if (rank == 0) cp_print_header(&R, (enum cp_coll)c);
-    for (int s = 0; s < o->nsizes; s++) {
-      int r = cp_run_size(&R, (enum cp_coll)c, o->sizes[s]);
-      if (r < 0) goto abort_comm;
-      wrong |= r;
-    }
-  }
-  if (rank == 0) {
-    printf("#\n# Out of bounds values : %llu %s\n", R.wrong_total,
-           !o->check ? "(not checked)" : (R.wrong_total ? "FAILED" : "OK"));
-    printf("# Avg bus bandwidth    : %.4f\n#\n", R.nrows ? R.busbw_sum / R.nrows : 0.0);
-    fflush(stdout);
+  wrong = cp_rank_sweep(&R);
+  if (wrong < 0) {
+    ncclCommAbort(R.comm);
+    R.comm = NULL;
+    goto close_csv;
   }
   CP_NCCL(&R, ncclCommDestroy(R.comm), close_csv);
   R.comm = NULL;
   rc = wrong ? CP_EXIT_WRONG : CP_EXIT_OK;
-  goto close_csv;
-
-abort_comm:
-  ncclCommAbort(R.comm);
-  R.comm = NULL;
 close_csv:
   if (R.csv != NULL && fclose(R.csv) != 0) {
     CP_LOG(&R, "fclose %s: %m", o->csv);
     rc = CP_EXIT_ERROR;
   }
-free_host:
-  free(R.host);
-free_stat:
-  cudaFree(R.stat);
-free_recv:
-  cudaFree(R.recv);
-free_send:
-  cudaFree(R.send);
-destroy_ev_stop:
-  cudaEventDestroy(R.ev_stop);
-destroy_ev_start:
-  cudaEventDestroy(R.ev_start);
-destroy_stream:
-  cudaStreamDestroy(R.stream);
+free_rank:
+  cp_rank_free(&R);
 out:
   return rc;
 }
@@ -950,38 +1040,32 @@ static void cp_wait_ranks(const struct cp_opts *o, pid_t *pids, int *rcs) {
   }
 }
 
-static int cp_launch(const struct cp_opts *o) {
-  char dir[PATH_MAX], idpath[PATH_MAX + 16];
-  const char *tmp = getenv("TMPDIR");
-  pid_t parent = getpid(), pids[CP_MAX_RANKS] = {0};
-  int rcs[CP_MAX_RANKS], rc = CP_EXIT_OK, nodev = 0, started = 0;
-  struct cp_mps mps = {{0}};
+/* The launcher's signals are noted (cp_wait_ranks stops the ranks); the
+ * ranks get the default ones back. */
+static void cp_launch_signals(void) {
   struct sigaction sa;
-
-  snprintf(dir, sizeof(dir), "%s/collperf.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (mkdtemp(dir) == NULL) {
-    fprintf(stderr, "collperf: mkdtemp %s: %m\n", dir);
-    return CP_EXIT_ERROR;
-  }
-  snprintf(idpath, sizeof(idpath), "%s/ncclid", dir);
-  if (o->mps) cp_mps_start(&mps, dir);
 
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = cp_on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+}
 
-  for (int i = 0; i < o->nranks; i++)
-    rcs[i] = CP_EXIT_ERROR;
+/* Forks every rank; returns how many started (all, or the failure left
+ * none running). */
+static int cp_fork_ranks(const struct cp_opts *o, const char *idpath, pid_t *pids) {
+  pid_t parent = getpid();
+
   fflush(NULL); /* children must not inherit unwritten output */
   for (int i = 0; i < o->nranks; i++) {
     pid_t pid = fork();
     if (pid < 0) {
       fprintf(stderr, "collperf: fork of rank %d: %m\n", i);
       cp_kill_all(pids, i, SIGKILL);
-      rc = CP_EXIT_ERROR;
-      break;
+      for (int k = 0; k < i; k++)
+        waitpid(pids[k], NULL, 0);
+      return i;
     }
     if (pid == 0) {
       signal(SIGINT, SIG_DFL);
@@ -995,36 +1079,57 @@ static int cp_launch(const struct cp_opts *o) {
       exit(cp_rank_main(o, i, idpath));
     }
     pids[i] = pid;
-    started++;
   }
-  if (started == o->nranks) {
+  return o->nranks;
+}
+
+/* The launcher's exit code from the ranks' (-signal for a killed one). */
+static int cp_launch_verdict(const struct cp_opts *o, const int *rcs) {
+  int rc = CP_EXIT_OK, nodev = 0;
+
+  for (int i = 0; i < o->nranks; i++) {
+    if (rcs[i] == CP_EXIT_OK) continue;
+    if (rcs[i] < 0)
+      fprintf(stderr, "collperf: rank %d killed by signal %d\n", i, -rcs[i]);
+    else if (rcs[i] != CP_EXIT_WRONG)
+      fprintf(stderr, "collperf: rank %d failed (exit %d)\n", i, rcs[i]);
+    if (rcs[i] == CP_EXIT_NODEV)
+      nodev++;
+    else if (rcs[i] == CP_EXIT_WRONG && rc == CP_EXIT_OK)
+      rc = CP_EXIT_WRONG;
+    else if (rcs[i] != CP_EXIT_WRONG)
+      rc = CP_EXIT_ERROR;
+  }
+  /* A missing device is the cause; ranks killed after it are its effect. */
+  return nodev > 0 ? CP_EXIT_NODEV : rc;
+}
+
+static int cp_launch(const struct cp_opts *o) {
+  char dir[PATH_MAX], idpath[PATH_MAX + 16];
+  const char *tmp = getenv("TMPDIR");
+  pid_t pids[CP_MAX_RANKS] = {0};
+  int rcs[CP_MAX_RANKS], rc = CP_EXIT_ERROR;
+  struct cp_mps mps = {{0}};
+
+  snprintf(dir, sizeof(dir), "%s/collperf.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (mkdtemp(dir) == NULL) {
+    fprintf(stderr, "collperf: mkdtemp %s: %m\n", dir);
+    return CP_EXIT_ERROR;
+  }
+  snprintf(idpath, sizeof(idpath), "%s/ncclid", dir);
+  if (o->mps) cp_mps_start(&mps, dir);
+  cp_launch_signals();
+  for (int i = 0; i < o->nranks; i++)
+    rcs[i] = CP_EXIT_ERROR;
+  if (cp_fork_ranks(o, idpath, pids) == o->nranks) {
     cp_wait_ranks(o, pids, rcs);
-    for (int i = 0; i < o->nranks; i++) {
-      if (rcs[i] == CP_EXIT_OK) continue;
-      if (rcs[i] < 0)
-        fprintf(stderr, "collperf: rank %d killed by signal %d\n", i, -rcs[i]);
-      else if (rcs[i] != CP_EXIT_WRONG)
-        fprintf(stderr, "collperf: rank %d failed (exit %d)\n", i, rcs[i]);
-      if (rcs[i] == CP_EXIT_NODEV)
-        nodev++;
-      else if (rcs[i] == CP_EXIT_WRONG && rc == CP_EXIT_OK)
-        rc = CP_EXIT_WRONG;
-      else if (rcs[i] != CP_EXIT_WRONG)
-        rc = CP_EXIT_ERROR;
-    }
-    /* A missing device is the cause; ranks killed after it are its effect. */
-    if (nodev > 0) rc = CP_EXIT_NODEV;
-  } else {
-    for (int i = 0; i < o->nranks; i++)
-      if (pids[i] > 0) waitpid(pids[i], NULL, 0);
+    rc = cp_launch_verdict(o, rcs);
   }
   cp_mps_stop(&mps);
-
-  if (rc == CP_EXIT_OK || rc == CP_EXIT_NODEV) {
+  if (rc == CP_EXIT_OK || rc == CP_EXIT_NODEV)
     nftw(dir, cp_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-  } else {
+  else
     fprintf(stderr, "collperf: kept %s for inspection (MPS logs, if any, in mps-log/)\n", dir);
-  }
   fprintf(stderr, "collperf: %s (%d ranks)\n",
           rc == CP_EXIT_OK      ? "all results correct"
           : rc == CP_EXIT_WRONG ? "FAILED: wrong results"

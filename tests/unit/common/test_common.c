@@ -254,6 +254,8 @@ static void json_fill_doc(struct rail_json *j) {
   rail_json_array(j, "empty", RAIL_JSON_BLOCK);
   rail_json_array_end(j);
   rail_json_double(j, "inf", 1.0 / 0.0);
+  rail_json_double(j, "gbps", 400);
+  rail_json_double(j, "tiny", 1e-9);
   rail_json_object_end(j);
 }
 
@@ -267,7 +269,9 @@ TEST(json_writer_escapes_and_lays_out) {
                     "    {\"up\": true, \"gbps\": 0.1, \"ratio\": 0.67, \"none\": null}\n"
                     "  ],\n"
                     "  \"empty\": [],\n"
-                    "  \"inf\": null\n"
+                    "  \"inf\": null,\n"
+                    "  \"gbps\": 400,\n"
+                    "  \"tiny\": 1e-09\n"
                     "}\n");
 }
 

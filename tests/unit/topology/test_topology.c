@@ -18,294 +18,12 @@
 #include "tests/unit/test.h"
 #include "topology/topo.h"
 #include "topology/topo_int.h"
-
-/* ---- helpers ---- */
-
-static char logbuf[16384];
-static int nwarn;
-
-static void capture(int level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...) {
-  size_t o = strlen(logbuf);
-  va_list ap;
-  if (level == RAIL_LOG_WARN) nwarn++;
-  if (level > RAIL_LOG_INFO || o + 2 >= sizeof(logbuf)) return;
-  o += (size_t)snprintf(logbuf + o, sizeof(logbuf) - o, "%s ",
-                        level == RAIL_LOG_WARN ? "WARN" : "INFO");
-  va_start(ap, fmt);
-  if (o < sizeof(logbuf)) o += (size_t)vsnprintf(logbuf + o, sizeof(logbuf) - o, fmt, ap);
-  va_end(ap);
-  if (o + 1 < sizeof(logbuf)) strcat(logbuf, "\n");
-}
-
-static void capture_start(void) {
-  logbuf[0] = '\0';
-  nwarn = 0;
-  rail_log_set_logger(capture);
-}
-
-static void capture_stop(void) { rail_log_set_logger(NULL); }
-
-static const char *src_dir(void) {
-  const char *s = getenv("RAIL_SOURCE_DIR");
-  return s != NULL ? s : ".";
-}
-
-/* Loads tests/fixtures/topo/<name> by its bare name, so that the model's
- * source (and the golden output) does not depend on the checkout path. */
-static struct rail_topo *load_fixture(const char *sub, const char *name, int *rc_out) {
-  char dir[PATH_MAX], cwd[PATH_MAX];
-  struct rail_topo *topo = NULL;
-  int rc;
-
-  snprintf(dir, sizeof(dir), "%s/tests/fixtures/topo%s%s", src_dir(), sub[0] ? "/" : "", sub);
-  if (getcwd(cwd, sizeof(cwd)) == NULL || chdir(dir) != 0) {
-    fprintf(stderr, "%s: cannot enter %s\n", rail_test_current, dir);
-    rail_test_failed_checks++;
-    return NULL;
-  }
-  rc = rail_topo_load_file(name, &topo);
-  if (chdir(cwd) != 0) rail_test_failed_checks++;
-  if (rc_out != NULL)
-    *rc_out = rc;
-  else if (rc != 0) {
-    fprintf(stderr, "%s: loading %s failed: %s\n", rail_test_current, name, strerror(-rc));
-    rail_test_failed_checks++;
-  }
-  return rc == 0 ? topo : NULL;
-}
-
-static char *print_text(const struct rail_topo *topo) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  rail_topo_print_text(topo, f);
-  fclose(f);
-  return buf;
-}
-
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "r");
-  char *buf;
-  long n;
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  rewind(f);
-  buf = calloc(1, (size_t)n + 1);
-  if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) buf[0] = '\0';
-  fclose(f);
-  return buf;
-}
-
-/* Compares with the golden file; RAIL_UPDATE_GOLDEN=1 rewrites it instead
- * (then review the diff: the golden files are the expected machines). */
-static void check_golden(const char *golden, const char *actual) {
-  char *want;
-  if (getenv("RAIL_UPDATE_GOLDEN") != NULL) {
-    FILE *f = fopen(golden, "w");
-    if (f != NULL) {
-      fputs(actual, f);
-      fclose(f);
-    }
-    return;
-  }
-  want = read_all(golden);
-  if (want == NULL) {
-    fprintf(stderr, "%s: golden file %s missing\n", rail_test_current, golden);
-    rail_test_failed_checks++;
-    return;
-  }
-  if (strcmp(want, actual) != 0) {
-    const char *a = want, *b = actual;
-    int line = 1;
-    while (*a && *a == *b) {
-      if (*a == '\n') line++;
-      a++, b++;
-    }
-    fprintf(stderr, "%s: output differs from %s at line %d:\n  want: %.*s\n  got:  %.*s\n",
-            rail_test_current, golden, line, (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b);
-    rail_test_failed_checks++;
-  }
-  free(want);
-}
-
-static void check_fixture_golden(const struct rail_topo *topo, const char *name) {
-  char golden[PATH_MAX], *text = print_text(topo);
-  snprintf(golden, sizeof(golden), "%s/tests/fixtures/topo/%.*s.txt", src_dir(),
-           (int)(strlen(name) - 4), name);
-  check_golden(golden, text);
-  free(text);
-}
-
-static int gpu_by_bus(const struct rail_topo *topo, const char *bus) {
-  for (int g = 0; g < topo->ngpus; g++)
-    if (strcmp(topo->gpus[g].bus_id, bus) == 0) return g;
-  return -1;
-}
-
-static int nic_by_bus(const struct rail_topo *topo, const char *bus) {
-  for (int n = 0; n < topo->nnics; n++)
-    if (strcmp(topo->nics[n].bus_id, bus) == 0) return n;
-  return -1;
-}
-
-static int nic_by_name(const struct rail_topo *topo, const char *name) {
-  const struct rail_topo_nic *n = rail_topo_find_netdev(topo, name);
-  return n != NULL ? (int)(n - topo->nics) : -1;
-}
-
-static int numa_os(const struct rail_topo *topo, int numa) {
-  return numa >= 0 ? topo->numa[numa].os_index : -1;
-}
-
-static uint64_t gpu_mask(const struct rail_topo *topo, const char *const *buses) {
-  uint64_t m = 0;
-  for (; *buses != NULL; buses++) {
-    int g = gpu_by_bus(topo, *buses);
-    CHECK(g >= 0);
-    if (g >= 0) m |= 1ULL << g;
-  }
-  return m;
-}
-
-/* A rail as the machine has it: these NICs (bus ids), fused, nearest to
- * these GPUs (bus ids), on this NUMA node, PIX to them. */
-struct want_rail {
-  const char *nics[5];
-  const char *gpus[5];
-  int numa;
-  enum rail_path path;
-};
-
-static void check_rail(const struct rail_topo *topo, const struct want_rail *w) {
-  int first = nic_by_bus(topo, w->nics[0]), k;
-  const struct rail_topo_group *grp;
-
-  CHECK(first >= 0);
-  if (first < 0) return;
-  grp = &topo->groups[topo->nics[first].group];
-  for (k = 0; w->nics[k] != NULL; k++) {
-    int n = nic_by_bus(topo, w->nics[k]);
-    CHECK(n >= 0);
-    if (n < 0) continue;
-    CHECK_EQ_INT(topo->nics[n].group, topo->nics[first].group);
-    for (int g = 0; w->gpus[g] != NULL; g++) {
-      int gi = gpu_by_bus(topo, w->gpus[g]);
-      CHECK(gi >= 0);
-      if (gi >= 0) CHECK_EQ_STR(rail_path_name(topo->path[gi][n]), rail_path_name(w->path));
-    }
-  }
-  CHECK_EQ_INT(grp->nnics, k);
-  CHECK_EQ_INT(grp->gpu_mask, gpu_mask(topo, w->gpus));
-  CHECK_EQ_INT(numa_os(topo, grp->numa), w->numa);
-}
-
-/* ---- fake sysfs trees ---- */
-
-static int mkdirs(const char *path) {
-  char buf[PATH_MAX];
-  snprintf(buf, sizeof(buf), "%s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-static int mkparent(const char *path) {
-  char buf[PATH_MAX], *slash;
-  snprintf(buf, sizeof(buf), "%s", path);
-  slash = strrchr(buf, '/');
-  if (slash == NULL) return 0;
-  *slash = '\0';
-  return mkdirs(buf);
-}
-
-/* Builds a tree from manifest text (tests/fixtures/sysfs/README.md). */
-static int build_tree(const char *root, const char *manifest) {
-  char *copy = strdup(manifest), *save = NULL, *line;
-  int rc = 0;
-  for (line = strtok_r(copy, "\n", &save); line != NULL && rc == 0;
-       line = strtok_r(NULL, "\n", &save)) {
-    char path[PATH_MAX], *sep;
-    const char *value = NULL, *target = NULL;
-    size_t n = strlen(line);
-    int len;
-    if (line[0] == '#' || n == 0) continue;
-    if ((sep = strstr(line, " -> ")) != NULL)
-      target = sep + 4;
-    else if ((sep = strstr(line, " = ")) != NULL)
-      value = sep + 3;
-    else if (line[n - 1] != '/')
-      continue;
-    if (sep != NULL) *sep = '\0';
-    len = snprintf(path, sizeof(path), "%s/%s", root, line);
-    if (len < 0 || (size_t)len >= sizeof(path)) {
-      rc = -1;
-    } else if (target != NULL) {
-      rc = mkparent(path) || symlink(target, path);
-    } else if (value != NULL) {
-      FILE *f;
-      rc = mkparent(path);
-      if (rc == 0 && (f = fopen(path, "w")) != NULL) {
-        fprintf(f, "%s\n", value);
-        fclose(f);
-      } else {
-        rc = -1;
-      }
-    } else {
-      rc = mkdirs(path);
-    }
-    if (rc != 0)
-      fprintf(stderr, "%s: cannot create %s: %s\n", rail_test_current, path, strerror(errno));
-  }
-  free(copy);
-  return rc;
-}
-
-static char tree_root[PATH_MAX];
-
-static const char *make_tree_text(const char *manifest) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(tree_root, sizeof(tree_root), "%s/rail-sysfs-XXXXXX", tmp ? tmp : "/tmp");
-  if (mkdtemp(tree_root) == NULL || build_tree(tree_root, manifest) != 0) {
-    rail_test_failed_checks++;
-    return NULL;
-  }
-  return tree_root;
-}
-
-static const char *make_tree(const char *name) {
-  char path[PATH_MAX], *manifest;
-  const char *root;
-  snprintf(path, sizeof(path), "%s/tests/fixtures/sysfs/%s.tree", src_dir(), name);
-  manifest = read_all(path);
-  if (manifest == NULL) {
-    fprintf(stderr, "%s: cannot read %s\n", rail_test_current, path);
-    rail_test_failed_checks++;
-    return NULL;
-  }
-  root = make_tree_text(manifest);
-  free(manifest);
-  return root;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  return remove(path);
-}
-
-static void remove_tree(void) {
-  if (tree_root[0] != '\0') nftw(tree_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  tree_root[0] = '\0';
-}
+#include "tests/unit/topology/helpers.h"
 
 /* ---- shared fixtures: real machines ---- */
 
 TEST(ndv4_four_rails_of_two_ib_nics) {
-  struct rail_topo *t = load_fixture("", "nccl-azure-ndv4.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-azure-ndv4.xml", NULL);
   /* One PCIe switch per NUMA node, two A100s and two HDR HCAs below it. */
   static const struct want_rail rails[] = {
       {{"0103:00:00.0", "0104:00:00.0"}, {"0003:00:00.0", "0004:00:00.0"}, 0, RAIL_PATH_PIX},
@@ -340,7 +58,7 @@ TEST(ndv4_four_rails_of_two_ib_nics) {
 }
 
 TEST(ndv5_eight_gpu_nic_pairs_one_per_switch) {
-  struct rail_topo *t = load_fixture("", "nccl-azure-ndv5.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
   static const char *const pairs[][2] = {
       {"0101:00:00.0", "0001:00:00.0"}, {"0102:00:00.0", "0002:00:00.0"},
       {"0103:00:00.0", "0003:00:00.0"}, {"0104:00:00.0", "0008:00:00.0"},
@@ -366,7 +84,7 @@ TEST(ndv5_eight_gpu_nic_pairs_one_per_switch) {
 }
 
 TEST(p4d_one_efa_nic_per_two_gpus) {
-  struct rail_topo *t = load_fixture("", "nccl-aws-p4d.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-aws-p4d.xml", NULL);
   static const struct want_rail rails[] = {
       {{"0000:10:1b.0"}, {"0000:10:1c.0", "0000:10:1d.0"}, 0, RAIL_PATH_PIX},
       {{"0000:20:1b.0"}, {"0000:20:1c.0", "0000:20:1d.0"}, 0, RAIL_PATH_PIX},
@@ -387,7 +105,7 @@ TEST(p4d_one_efa_nic_per_two_gpus) {
 }
 
 TEST(p5_four_efa_nics_per_gpu) {
-  struct rail_topo *t = load_fixture("", "nccl-aws-p5.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "nccl-aws-p5.xml", NULL);
   struct rail_topo_fp fp;
   char buf[64];
   if (t == NULL) return;
@@ -423,7 +141,7 @@ TEST(p5_four_efa_nics_per_gpu) {
 }
 
 TEST(dgx2_sixteen_gpus_behind_plx_switches) {
-  struct rail_topo *t = load_fixture("", "hwloc-nvidia-dgx2.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "hwloc-nvidia-dgx2.xml", NULL);
   int n0 = 0;
   if (t == NULL) return;
   CHECK_EQ_INT(t->ngpus, 16);
@@ -450,7 +168,7 @@ TEST(dgx2_sixteen_gpus_behind_plx_switches) {
 }
 
 TEST(hwloc_plain_pcie_host_three_nvidia_gpus) {
-  struct rail_topo *t = load_fixture("", "hwloc-2numa-3gpu-2nic.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "hwloc-2numa-3gpu-2nic.xml", NULL);
   int ib, e0, e1;
   if (t == NULL) return;
   /* NVIDIA GPUs only: not the AMD board beside one of them, not the Matrox. */
@@ -475,10 +193,15 @@ TEST(hwloc_plain_pcie_host_three_nvidia_gpus) {
    * on the other socket. */
   CHECK_EQ_INT(t->path[gpu_by_bus(t, "0000:83:00.0")][e0], RAIL_PATH_PHB);
   CHECK_EQ_INT(t->path[gpu_by_bus(t, "0000:03:00.0")][e0], RAIL_PATH_SYS);
-  /* Ethernet ports fuse; the IB HCA is a rail of its own. */
-  CHECK_EQ_INT(t->nics[e0].group, t->nics[e1].group);
-  CHECK(t->nics[ib].group != t->nics[e0].group);
-  CHECK_EQ_INT(t->ngroups, 2);
+  /* The IB HCA is the rail; the Intel ports beside it carry no RDMA, so
+   * NCCL (and the plugin) would not use them: not rails, not fused. */
+  CHECK_EQ_INT(t->nics[ib].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[ib].fabric, RAIL_FABRIC_IB);
+  CHECK_EQ_INT(t->nics[e0].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_INT(t->nics[e1].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_STR(t->nics[e0].role_note, "no RDMA, beside the RDMA NIC ib0");
+  CHECK(t->nics[e0].group != t->nics[e1].group);
+  CHECK_EQ_INT(t->ngroups, 3);
   check_fixture_golden(t, "hwloc-2numa-3gpu-2nic.xml");
 free_topo:
   rail_topo_free(t);
@@ -487,7 +210,7 @@ free_topo:
 /* ---- crafted machines ---- */
 
 TEST(dual_rail_one_nic_per_socket) {
-  struct rail_topo *t = load_fixture("", "crafted-dual-rail-socket.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-dual-rail-socket.xml", NULL);
   static const struct want_rail rails[] = {
       {{"0000:30:00.0"},
        {"0000:11:00.0", "0000:12:00.0", "0000:21:00.0", "0000:22:00.0"},
@@ -513,7 +236,7 @@ TEST(dual_rail_one_nic_per_socket) {
 }
 
 TEST(pcie_host_without_switches) {
-  struct rail_topo *t = load_fixture("", "crafted-pcie-no-switch.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-pcie-no-switch.xml", NULL);
   struct want_rail w = {
       {"0000:03:00.0", "0000:03:00.1"}, {"0000:01:00.0", "0000:02:00.0"}, 0, RAIL_PATH_PHB};
   char *text;
@@ -531,7 +254,7 @@ TEST(pcie_host_without_switches) {
 }
 
 TEST(vm_virtual_nics_without_pci_path) {
-  struct rail_topo *t = load_fixture("", "crafted-vm-virtual-nics.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-vm-virtual-nics.xml", NULL);
   int e0, e1;
   char *text;
   if (t == NULL) return;
@@ -559,7 +282,7 @@ free_topo:
 }
 
 TEST(slow_nic_is_flagged_and_not_fused) {
-  struct rail_topo *t = load_fixture("", "crafted-mixed-speed.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-mixed-speed.xml", NULL);
   int slow;
   char *text;
   if (t == NULL) return;
@@ -571,8 +294,14 @@ TEST(slow_nic_is_flagged_and_not_fused) {
   CHECK_EQ_INT(t->nics[nic_by_name(t, "mlx5_0")].group, t->nics[nic_by_name(t, "mlx5_2")].group);
   CHECK(t->nics[slow].group != t->nics[nic_by_name(t, "mlx5_0")].group);
   CHECK_EQ_INT(t->groups[t->nics[nic_by_name(t, "mlx5_0")].group].speed_mbps, 400000);
+  /* Slower than the NICs beside the same GPU: not a rail at all. */
+  CHECK_EQ_INT(t->nics[slow].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_INT(rail_topo_group_used(t, t->nics[slow].group), 0);
   text = print_text(t);
-  CHECK(strstr(text, "NIC mlx5_1 (100G): 100G, slower than its rail peers (200G); not fused") !=
+  CHECK(
+      strstr(text, "NIC mlx5_1 (100G): 100G, slower than mlx5_0 (200G) beside GPU0; not a rail") !=
+      NULL);
+  CHECK(strstr(text, "not used: storage/front-end (100G, slower than mlx5_0 (200G) beside GPU0)") !=
         NULL);
   free(text);
   check_fixture_golden(t, "crafted-mixed-speed.xml");
@@ -594,7 +323,7 @@ TEST(every_fixture_matches_its_golden_output) {
     size_t len = strlen(e->d_name);
     struct rail_topo *t;
     if (len < 5 || strcmp(e->d_name + len - 4, ".xml") != 0) continue;
-    t = load_fixture("", e->d_name, NULL);
+    t = load_fixture("topo", e->d_name, NULL);
     if (t == NULL) continue;
     check_fixture_golden(t, e->d_name);
     rail_topo_free(t);
@@ -666,20 +395,41 @@ TEST(sysfs_tree_nics_speeds_states_and_mappings) {
   CHECK_EQ_INT(t->path[0][ib0], RAIL_PATH_PIX);
   CHECK_EQ_INT(t->path[1][ib0], RAIL_PATH_SYS);
   CHECK_EQ_INT(t->path[1][eth2], RAIL_PATH_PHB);
-  /* Groups: the slow, the down and the verbs-only NIC each alone; the two
-   * veths together; nothing mixed. */
+  /* Fabrics: by link layer, and EFA by its PCI vendor. */
+  CHECK_EQ_INT(t->nics[ib0].fabric, RAIL_FABRIC_IB);
+  CHECK_EQ_INT(t->nics[eth2].fabric, RAIL_FABRIC_ROCE);
+  CHECK_EQ_INT(t->nics[efa].fabric, RAIL_FABRIC_EFA);
+  CHECK_EQ_INT(t->nics[v0].fabric, RAIL_FABRIC_ROCE);
+  CHECK_EQ_INT(t->nics[v1].fabric, RAIL_FABRIC_TCP);
+  /* Roles: GPU0 is served by ib0 (ib1 beside it is slower), GPU1 by eth2
+   * and efa0; the down and the virtual NICs are not rails. */
+  CHECK_EQ_INT(t->nics[ib0].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[ib1].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_INT(t->nics[eth2].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[efa].role, RAIL_NIC_ROLE_COMPUTE);
+  CHECK_EQ_INT(t->nics[eth3].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_STR(t->nics[eth3].role_note, "link down");
+  CHECK_EQ_INT(t->nics[v0].role, RAIL_NIC_ROLE_OTHER);
+  CHECK_EQ_STR(t->nics[v0].role_note, "virtual interface beside physical NICs");
+  /* Rail ids follow the GPUs: GPU0's NIC is rail 0, GPU1's are rail 1. */
+  CHECK_EQ_INT(t->nics[ib0].rail_id, 0);
+  CHECK_EQ_INT(t->nics[eth2].rail_id, 1);
+  CHECK_EQ_INT(t->nics[efa].rail_id, 1);
+  CHECK_EQ_INT(t->nics[ib1].rail_id, -1);
+  CHECK_EQ_INT(t->nics[ib0].plane_id, -1);
+  /* Groups: every NIC alone (no two share GPUs, kind and role); nothing mixed. */
   CHECK(t->nics[ib0].group != t->nics[ib1].group);
   CHECK_EQ_INT(t->groups[t->nics[ib0].group].nnics, 1);
   CHECK_EQ_INT(t->groups[t->nics[eth3].group].nnics, 1);
   CHECK_EQ_INT(t->groups[t->nics[efa].group].nnics, 1);
-  CHECK_EQ_INT(t->nics[v0].group, t->nics[v1].group);
+  CHECK(t->nics[v0].group != t->nics[v1].group);
   CHECK(t->nics[dock].group != t->nics[v0].group);
-  CHECK_EQ_INT(t->ngroups, 7);
-  /* Used by the plugin: up, physical: ib0, ib1, eth2, efa0. */
+  CHECK_EQ_INT(t->ngroups, 8);
+  /* Used by the plugin: the compute rails ib0, eth2, efa0. */
   {
     struct rail_topo_fp fp;
     rail_topo_fingerprint(t, &fp);
-    CHECK_EQ_INT(fp.ngroups, 4);
+    CHECK_EQ_INT(fp.ngroups, 3);
     CHECK_EQ_INT(fp.ngpus, 2);
   }
   text = print_text(t);
@@ -715,7 +465,7 @@ TEST(sysfs_veth_rig_fuses_v0_and_v1) {
   CHECK(rail_topo_find_netdev(t, "lo") == NULL);
   text = print_text(t);
   CHECK(strstr(text, "no GPUs found") != NULL);
-  CHECK(strstr(text, "rail 0: v0+v1  2x10G") != NULL);
+  CHECK(strstr(text, "group 0: v0+v1  2x10G") != NULL);
   snprintf(golden, sizeof(golden), "%s/tests/fixtures/sysfs/veth-rig.txt", src_dir());
   check_golden(golden, text);
   free(text);
@@ -786,7 +536,7 @@ static void check_bad(const char *name, int want_rc, const char *want_msg) {
   int rc = 0;
   struct rail_topo *t;
   capture_start();
-  t = load_fixture("bad", name, &rc);
+  t = load_fixture("topo/bad", name, &rc);
   capture_stop();
   CHECK(t == NULL);
   CHECK_EQ_INT(rc, want_rc);
@@ -812,7 +562,7 @@ TEST(bad_input_gives_clear_errors) {
 }
 
 TEST(unknown_pci_classes_are_ignored) {
-  struct rail_topo *t = load_fixture("bad", "unknown-class.xml", NULL);
+  struct rail_topo *t = load_fixture("topo/bad", "unknown-class.xml", NULL);
   if (t == NULL) return;
   CHECK_EQ_INT(t->ngpus, 1);
   CHECK_EQ_INT(t->nnics, 1);
@@ -869,6 +619,46 @@ TEST(xml_reader_decodes_and_skips) {
   rail_xml_free(root);
 }
 
+/* Element text (hwloc keeps its matrices there), and a hostile element of
+ * many attributes: parsed, and a repeat far from the first still found
+ * and named at its own line. */
+TEST(xml_reader_text_and_many_attributes) {
+  static const char text[] = "<a><v> 1 &amp; 2 </v><w/>\n<x>one</x></a>";
+  struct rail_xml_node *root = NULL;
+  size_t len = 0, cap = 40 * 20000 + 64;
+  char *big = malloc(cap);
+  int rc;
+
+  CHECK_EQ_INT(rail_xml_parse_buf("t.xml", text, strlen(text), &root), 0);
+  if (root != NULL) {
+    CHECK(root->text == NULL);
+    CHECK_EQ_STR(rail_xml_child(root, "v")->text, "1 & 2");
+    CHECK(rail_xml_child(root, "w")->text == NULL);
+    CHECK_EQ_STR(rail_xml_child(root, "x")->text, "one");
+    rail_xml_free(root);
+  }
+  if (big == NULL) return;
+  len += (size_t)snprintf(big + len, cap - len, "<a");
+  for (int i = 0; i < 20000; i++)
+    len += (size_t)snprintf(big + len, cap - len, " k%d=\"%d\"%s", i, i, i == 10000 ? "\n" : "");
+  snprintf(big + len, cap - len, "/>");
+  root = NULL;
+  CHECK_EQ_INT(rail_xml_parse_buf("t.xml", big, strlen(big), &root), 0);
+  if (root != NULL) {
+    CHECK_EQ_INT(root->nattrs, 20000);
+    CHECK_EQ_STR(rail_xml_attr(root, "k19999"), "19999");
+    rail_xml_free(root);
+  }
+  snprintf(big + len, cap - len, " k3=\"again\"/>");
+  root = NULL;
+  capture_start();
+  rc = rail_xml_parse_buf("t.xml", big, strlen(big), &root);
+  capture_stop();
+  CHECK_EQ_INT(rc, -EINVAL);
+  CHECK(strstr(logbuf, "t.xml:2: malformed XML: attribute k3 repeated in <a>") != NULL);
+  free(big);
+}
+
 TEST(masks_to_cpulists) {
   char buf[64];
   CHECK_EQ_INT(rail_topo_mask_to_list("00000000,0000ffff,ffffffff", buf, sizeof(buf)), 0);
@@ -878,7 +668,12 @@ TEST(masks_to_cpulists) {
   CHECK_EQ_INT(rail_topo_mask_to_list("0x00000001,0x00000000", buf, sizeof(buf)), 0);
   CHECK_EQ_STR(buf, "32");
   CHECK_EQ_INT(rail_topo_mask_to_list("ffffffffff", buf, sizeof(buf)), -EINVAL);
-  CHECK_EQ_INT(rail_topo_mask_to_list("0000,,ffff", buf, sizeof(buf)), -EINVAL);
+  /* hwloc writes an all-zero word as nothing (hwloc-calc reads it so). */
+  CHECK_EQ_INT(rail_topo_mask_to_list("0x00000303,0x03030000,,0x0", buf, sizeof(buf)), 0);
+  CHECK_EQ_STR(buf, "80-81,88-89,96-97,104-105");
+  CHECK_EQ_INT(rail_topo_mask_to_list("0000,,ffff", buf, sizeof(buf)), 0);
+  CHECK_EQ_STR(buf, "0-15");
+  CHECK_EQ_INT(rail_topo_mask_to_list(",", buf, sizeof(buf)), -EINVAL);
   CHECK_EQ_INT(rail_topo_mask_to_list("00000000", buf, sizeof(buf)), -EINVAL);
   CHECK_EQ_INT(rail_topo_mask_to_list("zz", buf, sizeof(buf)), -EINVAL);
 }
@@ -1013,7 +808,7 @@ TEST(live_hwloc_walker_agrees_with_the_export_reader) {
   static const char *const files[] = {"hwloc-nvidia-dgx2.xml", "hwloc-2numa-3gpu-2nic.xml"};
   for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
     char src[PATH_MAX], copy[PATH_MAX + 16], *text, *v;
-    struct rail_topo *live = NULL, *file = load_fixture("", files[f], NULL);
+    struct rail_topo *live = NULL, *file = load_fixture("topo", files[f], NULL);
     /* An empty /sys for the NIC reads: this compares the PCI part. */
     const char *root = make_tree_text("sys/class/net/\n");
     FILE *out;
@@ -1080,9 +875,9 @@ TEST(get_falls_back_to_an_empty_model) {
 /* ---- fingerprint ---- */
 
 TEST(fingerprints_tell_machines_apart) {
-  struct rail_topo *a = load_fixture("", "nccl-azure-ndv5.xml", NULL);
-  struct rail_topo *b = load_fixture("", "nccl-azure-ndv5.xml", NULL);
-  struct rail_topo *c = load_fixture("", "nccl-azure-ndv4.xml", NULL);
+  struct rail_topo *a = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
+  struct rail_topo *b = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
+  struct rail_topo *c = load_fixture("topo", "nccl-azure-ndv4.xml", NULL);
   struct rail_topo_fp fa, fb, fc;
   char buf[64];
   if (a == NULL || b == NULL || c == NULL) goto free_topos;
@@ -1130,14 +925,13 @@ TEST(peer_mismatch_is_logged_once_and_remembered) {
   snprintf(file, sizeof(file), "%s/tests/fixtures/topo/nccl-azure-ndv5.xml", src_dir());
   setenv("NCCL_RAIL_TOPO_FILE", file, 1);
   rail_param_reload();
-  peer_same = load_fixture("", "nccl-azure-ndv5.xml", NULL);
-  peer_other = load_fixture("", "nccl-aws-p4d.xml", NULL);
+  peer_same = load_fixture("topo", "nccl-azure-ndv5.xml", NULL);
+  peer_other = load_fixture("topo", "nccl-aws-p4d.xml", NULL);
   if (peer_same == NULL || peer_other == NULL) goto free_topos;
   rail_topo_fingerprint(peer_same, &same);
   rail_topo_fingerprint(peer_other, &peer_fp);
   capture_start();
   CHECK_EQ_INT(rail_topo_fp_note_peer(&same, "node-a"), 0);
-  CHECK_EQ_INT(rail_topo_fp_job_mismatch(), 0);
   for (int i = 0; i < 4; i++)
     CHECK_EQ_INT(pthread_create(&th[i], NULL, note_peer_thread, res[i]), 0);
   for (int i = 0; i < 4; i++) {
@@ -1150,8 +944,8 @@ TEST(peer_mismatch_is_logged_once_and_remembered) {
   own = rail_topo_get();
   CHECK_EQ_INT(own->ngroups, 8);
   CHECK(rail_topo_get() == own);
-  CHECK_EQ_INT(rail_topo_fp_job_mismatch(), 1);
   CHECK_EQ_INT(nwarn, 1);
+  CHECK(strstr(logbuf, "topology of this node (") != NULL);
   CHECK(strstr(logbuf, "node-b") != NULL);
   CHECK(strstr(logbuf, "8x(1x?) 8 GPU") != NULL);
   CHECK(strstr(logbuf, "4x(1x?) 8 GPU") != NULL);
@@ -1163,7 +957,7 @@ free_topos:
 }
 
 TEST(json_output_has_the_same_content) {
-  struct rail_topo *t = load_fixture("", "crafted-mixed-speed.xml", NULL);
+  struct rail_topo *t = load_fixture("topo", "crafted-mixed-speed.xml", NULL);
   char *buf = NULL;
   size_t len = 0;
   FILE *f;
@@ -1175,7 +969,10 @@ TEST(json_output_has_the_same_content) {
   CHECK(strstr(buf, "\"nics\": [\"mlx5_0\", \"mlx5_2\"]") != NULL);
   CHECK(strstr(buf, "\"slow\": true") != NULL);
   CHECK(strstr(buf, "\"paths\": [\n    [\"PIX\", \"PIX\", \"PIX\"]") != NULL);
-  CHECK(strstr(buf, "slower than its rail peers") != NULL);
+  CHECK(strstr(buf, "slower than mlx5_0 (200G) beside GPU0") != NULL);
+  CHECK(strstr(buf, "\"schema\": 1") != NULL);
+  CHECK(strstr(buf, "\"role\": \"other\"") != NULL);
+  CHECK(strstr(buf, "\"fabric\": \"ib\"") != NULL);
   free(buf);
   rail_topo_free(t);
 }
@@ -1189,7 +986,8 @@ RAIL_TEST_MAIN(ndv4_four_rails_of_two_ib_nics, ndv5_eight_gpu_nic_pairs_one_per_
                sysfs_veth_rig_fuses_v0_and_v1, sysfs_groups_hold_at_most_four_nics,
                sysfs_root_from_the_tunable, sysfs_bad_root_is_an_error,
                bad_input_gives_clear_errors, unknown_pci_classes_are_ignored,
-               xml_reader_reports_the_line, xml_reader_decodes_and_skips, masks_to_cpulists,
+               xml_reader_reports_the_line, xml_reader_decodes_and_skips,
+               xml_reader_text_and_many_attributes, masks_to_cpulists,
                bad_topo_file_falls_back_and_says_why, damaged_files_never_crash,
                topo_file_is_loaded_and_given_local_paths, live_discovery_on_this_machine,
                live_hwloc_walker_agrees_with_the_export_reader, get_falls_back_to_an_empty_model,

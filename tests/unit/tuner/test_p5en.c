@@ -1,8 +1,8 @@
 /* The tuner against published measurements: AWS P5en (8 x H200 with
  * NVSwitch, 16 x 200G EFA per node), the best (algorithm, protocol) by
  * message size and rank count that aws-ofi-nccl measured and published as
- * regions (shared/docs/cost-model.md section 6.1; the vertices below are the
- * published ones, from aws/aws-ofi-nccl src/tuner/nccl_ofi_regions.cpp).
+ * regions (the vertices below are the published ones, from aws/aws-ofi-nccl
+ * src/tuner/nccl_ofi_regions.cpp; data/regions-aws.tsv holds them all).
  *
  * The regions are polygons in (log2 bytes, log2 ranks); here each is the
  * band of sizes below its upper edge, with the edge as the published
@@ -155,8 +155,10 @@ static struct rail_tuner_shape p5en_shape(int ranks) {
       .rails = 16,
       .rail_gbps = 200,
       /* EFA's per-hop latency as AWS's own P5en model has it
-       * (cost-model.md section 6.3). */
+       * (aws/aws-ofi-nccl src/tuner/nccl_ofi_model.cpp). */
       .net_latency_us = 18.0,
+      .fabric = RAIL_TUNER_FABRIC_EFA,
+      .sm = 90,
       .intra = RAIL_TUNER_INTRA_NVLINK,
       .nvls = 1,
       .socket = 0,
@@ -184,7 +186,7 @@ void p5en_choices_within_2x_of_measured_crossovers(void) {
         int ok = 0;
         char allowed[160] = "";
 
-        CHECK_EQ_INT(rail_tuner_decide(&s, tr->coll, bytes, 1, NULL, &c), 0);
+        CHECK_EQ_INT(rail_tuner_decide(&s, tr->coll, bytes, 1, NULL, 0, &c), 0);
         for (int b = 0; b < nb; b++) {
           const struct band *bd = &tr->bands[idx[b]];
           int any_algo = 0;
@@ -210,7 +212,7 @@ void p5en_choices_within_2x_of_measured_crossovers(void) {
   CHECK(checked > 2000);
 }
 
-/* The band table itself: what cost-model.md 6.1 states in words. */
+/* The band table itself, read back at a few rank counts. */
 void p5en_table_reads_as_published(void) {
   double lo[MAX_BANDS], hi[MAX_BANDS];
   int idx[MAX_BANDS];

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# nccl-rail doctor --peers between two network namespaces, A and B, joined
+# by two veth rails on their own subnets (this script builds and deletes its
+# own namespaces; tests/rig/dualrail.sh is not touched):
+#
+#   A r0 10.203.1.1/24 <--> r0 10.203.1.2/24 B
+#   A r1 10.203.2.1/24 <--> r1 10.203.2.2/24 B
+#
+# 1. A serves, B checks it: both rails reached, each local NIC matched to
+#    the peer's NIC on its own subnet, a throughput per rail through the
+#    plugin against line rate, NCCL's bootstrap reaching both ways.
+# 2. A blackhole route in B for A's rail-1 address (the link stays up, no
+#    error anywhere): B's r1 and A's r1 are named as not reaching, doctor
+#    exits 1; with A's bootstrap on r1 (NCCL_SOCKET_IFNAME==r1), the
+#    bootstrap is reported unable to reach, with the fix.
+# Needs root; exits 77 without it, except with RAIL_RIG_REQUIRED=1 (CI).
+# $1: the nccl-rail binary (the plugin is the libnccl-net-rail.so beside it).
+set -u
+cli=$1
+plugin=$(dirname "$cli")/libnccl-net-rail.so
+A=rdoca$$ B=rdocb$$
+tmp=$(mktemp -d) || exit 1
+fail=0
+
+skip() {
+  if [ "${RAIL_RIG_REQUIRED:-0}" = 1 ]; then echo "FAIL: RAIL_RIG_REQUIRED=1 but $*"; exit 1; fi
+  echo "SKIP: $*"; exit 77
+}
+cleanup() {
+  ip netns del "$A" 2>/dev/null
+  ip netns del "$B" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+check() { # check <description> <command...>
+  desc=$1; shift
+  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
+}
+
+[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (uid $(id -u))"
+ip netns add "$A" 2>/dev/null || skip "cannot create a network namespace"
+ip netns add "$B" || exit 1
+for r in 0 1; do
+  ip link add "d$r$A" type veth peer name "d$r$B" || skip "no veth support"
+  ip link set "d$r$A" netns "$A" name "r$r"
+  ip link set "d$r$B" netns "$B" name "r$r"
+  ip -n "$A" addr add "10.203.$((r + 1)).1/24" dev "r$r"
+  ip -n "$B" addr add "10.203.$((r + 1)).2/24" dev "r$r"
+  ip -n "$A" link set "r$r" up
+  ip -n "$B" link set "r$r" up
+done
+ip -n "$A" link set lo up
+ip -n "$B" link set lo up
+
+# serve <extra env...>: A serves one peer in the background.
+serve() {
+  ip netns exec "$A" env "$@" timeout 120 "$cli" doctor --serve --once --wait 90 \
+    >"$tmp/serve.out" 2>&1 &
+  server=$!
+  # Wait for A's port to listen before B connects.
+  for _ in $(seq 50); do
+    ip netns exec "$A" ss -ltn 2>/dev/null | grep -q ':18519 ' && return 0
+    sleep 0.1
+  done
+}
+peers() { # peers <output file> <extra args>: B checks A
+  out=$1; shift
+  ip netns exec "$B" timeout 150 "$cli" doctor --plugin "$plugin" --peers 10.203.1.1 \
+    --seconds 0.3 "$@" >"$out" 2>"$tmp/peers.err"
+}
+
+serve NCCL_NET_PLUGIN=rail
+peers "$tmp/ok.json" --json
+rc=$?
+wait $server
+cat "$tmp/ok.json" "$tmp/peers.err" "$tmp/serve.out"
+check "the healthy pair: doctor --peers exits 0" test "$rc" -eq 0
+check "both rails reached, matched NIC to NIC, with throughput against line rate" \
+  python3 - "$tmp/ok.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["peers"][0]
+assert p["reached"] and p["host"] == "10.203.1.1" and p["port"] == 18519, p
+rails = {r["local"]: r for r in p["rails"]}
+assert set(rails) == {"r0", "r1"}, rails
+for name, addr in (("r0", "10.203.1.1"), ("r1", "10.203.2.1")):
+    r = rails[name]
+    assert r["reached"] and r["remote"] == name and r["remote_addr"] == addr, r
+    assert r["gbit_per_s"] > 0 and r["line_rate_mbps"] > 0 and r["bytes"] > 0, r
+    assert abs(r["line_rate_ratio"] - r["gbit_per_s"] * 1000 / r["line_rate_mbps"]) < 2e-3, r
+assert p["bootstrap"]["reaches_peer"] and p["bootstrap"]["reached_by_peer"], p["bootstrap"]
+assert not any(f["level"] == "fail" for f in j["findings"]), j["findings"]
+PY
+
+ip -n "$B" route add blackhole 10.203.2.1/32
+serve NCCL_NET_PLUGIN=rail NCCL_SOCKET_IFNAME==r1
+peers "$tmp/cut.out"
+rc=$?
+wait $server
+cat "$tmp/cut.out" "$tmp/peers.err" "$tmp/serve.out"
+check "a blackholed rail: doctor --peers exits 1" test "$rc" -eq 1
+check "... naming this node's rail that reaches nothing" \
+  grep -q "^FAIL rail .*r1 10.203.2.2 reaches none of 10.203.1.1's interfaces" "$tmp/cut.out"
+check "... and the peer's rail nothing reaches" \
+  grep -q "^FAIL rail .*10.203.1.1's r1 10.203.2.1 is reached by no interface" "$tmp/cut.out"
+check "... with the fix that keeps jobs off it" grep -q "fix: .*NCCL_RAIL_IFNAMES=^r1" "$tmp/cut.out"
+check "the other rail is still measured" grep -q "^ok   rail .*r0 10.203.1.2 -> 10.203.1.1 r0" "$tmp/cut.out"
+check "a bootstrap that cannot reach the peer is a failure with the fix" \
+  sh -c "grep -q '^FAIL bootstrap .*cannot reach the peer.*hang at init' '$tmp/cut.out' &&
+         grep -A1 '^FAIL bootstrap' '$tmp/cut.out' | grep -q 'fix: set NCCL_SOCKET_IFNAME'"
+
+# Nobody serving: named, with the fix, within the connect bound.
+ip netns exec "$B" timeout 60 "$cli" doctor --plugin "$plugin" --peers 10.203.1.1:18599 >"$tmp/none.out" 2>&1
+rc=$?
+check "a peer that does not serve is a failure naming it" \
+  sh -c "test $rc -eq 1 && grep -q '^FAIL peer .*10.203.1.1:18599' '$tmp/none.out'"
+exit $fail
