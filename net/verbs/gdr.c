@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "net/verbs/wire.h"
+#include "net/verbs/nic.h"
 #include "common/log.h"
 
 /* The few CUDA driver API types and values the probe needs, from the driver

@@ -1,6 +1,5 @@
 #include "net/verbs/transport.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,9 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/verbs/dev.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "net/core/wire.h"
+#include "net/socket/comm.h"
+#include "net/verbs/conn.h"
+#include "net/verbs/dev.h"
 
 /* ---- process state ---- */
 
@@ -106,12 +108,6 @@ int rail_vt_speed_mbps(const char *const *ifnames, int n) {
 
 /* ---- connections ---- */
 
-/* Side-channel records: magic, type, payload length (little-endian u32s),
- * then the payload. */
-#define RAIL_VT_REC_MAGIC 0x31585652u /* "RVX1" */
-#define RAIL_VT_REC_HDR 12
-enum { RAIL_VT_REC_INFO = 1, RAIL_VT_REC_READY = 2 };
-
 enum rail_vt_state {
   RAIL_VT_SEND_INFO,
   RAIL_VT_WAIT_INFO,
@@ -123,11 +119,15 @@ enum rail_vt_state {
 
 struct rail_vt_req {
   struct rail_xreq base; /* first: see net/core/transport.h */
-  int used;
+  struct rail_vt_req *next_free;
   struct rail_vt_comm *comm;
   struct rail_verbs_req *r;
   size_t bytes; /* what it moves (send size, receive capacity) */
 };
+
+/* Requests NCCL may hold at once: every send the wire takes, or every
+ * receive and flush. */
+#define RAIL_VT_REQS (RAIL_VERBS_MAX_SENDS + RAIL_VERBS_FIFO)
 
 struct rail_vt_comm {
   struct rail_conn base; /* first: see net/core/transport.h */
@@ -141,34 +141,24 @@ struct rail_vt_comm {
   struct rail_verbs_nic *nics[RAIL_VERBS_MAX_RAILS];
   struct rail_verbs_conn *conn;
   char peer[80];
-  uint8_t out[RAIL_VT_REC_HDR + RAIL_VERBS_INFO_BYTES];
+  uint8_t out[RAIL_WIRE_VERBS_REC_HEAD + RAIL_VERBS_INFO_BYTES];
   size_t out_len, out_off;
-  uint8_t in[RAIL_VT_REC_HDR + RAIL_VERBS_INFO_BYTES];
+  uint8_t in[RAIL_WIRE_VERBS_REC_HEAD + RAIL_VERBS_INFO_BYTES];
   size_t in_off;
-  struct rail_vt_req reqs[2 * RAIL_VERBS_FIFO];
+  struct rail_vt_req *free_reqs;
+  struct rail_vt_req reqs[RAIL_VT_REQS];
 };
-
-static void rail_vt_put32(uint8_t *p, uint32_t v) {
-  v = htole32(v);
-  memcpy(p, &v, 4);
-}
-static uint32_t rail_vt_get32(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return le32toh(v);
-}
 
 static int rail_vt_record(struct rail_vt_comm *c, int type) {
   size_t len = 0;
 
-  if (type == RAIL_VT_REC_INFO) {
-    int rc = rail_verbs_conn_info(c->conn, c->out + RAIL_VT_REC_HDR, RAIL_VERBS_INFO_BYTES, &len);
+  if (type == RAIL_WIRE_VERBS_REC_INFO) {
+    int rc = rail_verbs_conn_info(c->conn, c->out + RAIL_WIRE_VERBS_REC_HEAD, RAIL_VERBS_INFO_BYTES,
+                                  &len);
     if (rc != 0) return rc;
   }
-  rail_vt_put32(c->out, RAIL_VT_REC_MAGIC);
-  rail_vt_put32(c->out + 4, (uint32_t)type);
-  rail_vt_put32(c->out + 8, (uint32_t)len);
-  c->out_len = RAIL_VT_REC_HDR + len;
+  rail_wire_verbs_rec_encode(c->out, type, (uint32_t)len);
+  c->out_len = RAIL_WIRE_VERBS_REC_HEAD + len;
   c->out_off = 0;
   return 0;
 }
@@ -190,15 +180,15 @@ static int rail_vt_flush(struct rail_vt_comm *c) {
  * *len), -EAGAIN, or -errno (-ECONNRESET when the peer closed, -EPROTO). */
 static int rail_vt_read(struct rail_vt_comm *c, int type, size_t *len) {
   for (;;) {
-    size_t want = RAIL_VT_REC_HDR;
+    size_t want = RAIL_WIRE_VERBS_REC_HEAD;
     ssize_t n;
 
-    if (c->in_off >= RAIL_VT_REC_HDR) {
-      uint32_t plen = rail_vt_get32(c->in + 8);
-      if (rail_vt_get32(c->in) != RAIL_VT_REC_MAGIC || rail_vt_get32(c->in + 4) != (uint32_t)type ||
-          plen > RAIL_VERBS_INFO_BYTES)
+    if (c->in_off >= RAIL_WIRE_VERBS_REC_HEAD) {
+      uint32_t plen;
+      int got;
+      if (rail_wire_verbs_rec_decode(c->in, c->in_off, &got, &plen) != 0 || got != type)
         return -EPROTO;
-      want = RAIL_VT_REC_HDR + plen;
+      want = RAIL_WIRE_VERBS_REC_HEAD + plen;
       if (c->in_off == want) {
         *len = plen;
         c->in_off = 0;
@@ -259,10 +249,16 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
   cfg.min_stripe_bytes = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
   rc = rail_verbs_conn_create(&cfg, is_send, &c->conn);
   if (rc != 0) goto free_comm;
+  for (int i = RAIL_VT_REQS - 1; i >= 0; i--) {
+    c->reqs[i].base.t = &rail_transport_verbs;
+    c->reqs[i].comm = c;
+    c->reqs[i].next_free = c->free_reqs;
+    c->free_reqs = &c->reqs[i];
+  }
   c->deadline_ns =
       rail_now_ns() + (uint64_t)rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS) * 1000000ull;
   if (is_send) {
-    rc = rail_vt_record(c, RAIL_VT_REC_INFO);
+    rc = rail_vt_record(c, RAIL_WIRE_VERBS_REC_INFO);
     if (rc != 0) goto destroy_conn;
     c->state = RAIL_VT_SEND_INFO;
   } else {
@@ -307,14 +303,15 @@ static int rail_vt_step(struct rail_conn *conn) {
                                                   : RAIL_VT_WAIT_READY;
       break;
     case RAIL_VT_WAIT_INFO:
-      rc = rail_vt_read(c, RAIL_VT_REC_INFO, &len);
+      rc = rail_vt_read(c, RAIL_WIRE_VERBS_REC_INFO, &len);
       if (rc != 0) break;
-      rc = rail_verbs_conn_connect(c->conn, c->in + RAIL_VT_REC_HDR, len);
-      if (rc == 0) rc = rail_vt_record(c, c->is_send ? RAIL_VT_REC_READY : RAIL_VT_REC_INFO);
+      rc = rail_verbs_conn_connect(c->conn, c->in + RAIL_WIRE_VERBS_REC_HEAD, len);
+      if (rc == 0)
+        rc = rail_vt_record(c, c->is_send ? RAIL_WIRE_VERBS_REC_READY : RAIL_WIRE_VERBS_REC_INFO);
       if (rc == 0) c->state = c->is_send ? RAIL_VT_SEND_READY : RAIL_VT_SEND_INFO;
       break;
     case RAIL_VT_WAIT_READY:
-      rc = rail_vt_read(c, RAIL_VT_REC_READY, &len);
+      rc = rail_vt_read(c, RAIL_WIRE_VERBS_REC_READY, &len);
       if (rc == 0) c->state = RAIL_VT_READY;
       break;
     case RAIL_VT_READY:
@@ -376,27 +373,25 @@ static int rail_vt_dereg_mr(struct rail_conn *c, void *mhandle) {
   return 0;
 }
 
-/* A free slot for a request moving `bytes`; NULL when all are busy. */
+/* A free request for one moving `bytes`; NULL when all are busy. */
 static struct rail_vt_req *rail_vt_req_get(struct rail_vt_comm *c, size_t bytes) {
-  for (size_t i = 0; i < sizeof(c->reqs) / sizeof(c->reqs[0]); i++) {
-    if (!c->reqs[i].used) {
-      c->reqs[i].base.t = &rail_transport_verbs;
-      c->reqs[i].used = 1;
-      c->reqs[i].comm = c;
-      c->reqs[i].bytes = bytes;
-      return &c->reqs[i];
-    }
-  }
-  return NULL;
+  struct rail_vt_req *w = c->free_reqs;
+
+  if (w == NULL) return NULL;
+  c->free_reqs = w->next_free;
+  w->bytes = bytes;
+  w->r = NULL;
+  return w;
 }
 
 static void rail_vt_req_put(struct rail_vt_req *w) {
-  w->used = 0;
   w->r = NULL;
+  w->next_free = w->comm->free_reqs;
+  w->comm->free_reqs = w;
 }
 
 /* After the wire call that filled w->r: hands the request to NCCL, or gives
- * the slot back when the wire failed (rc) or had no room (w->r NULL, and
+ * it back when the wire failed (rc) or had no room (w->r NULL, and
  * *request stays NULL so that NCCL retries). */
 static int rail_vt_req_publish(struct rail_vt_req *w, int rc, struct rail_xreq **request) {
   if (rc != 0 || w->r == NULL) {
@@ -416,7 +411,8 @@ static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int ta
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
   w = rail_vt_req_get(c, size);
   if (w == NULL) return 0; /* all slots busy: NCCL retries */
-  return rail_vt_req_publish(w, rail_verbs_isend(c->conn, data, size, mhandle, &w->r), request);
+  return rail_vt_req_publish(w, rail_verbs_send_post(c->conn, data, size, tag, mhandle, &w->r),
+                             request);
 }
 
 static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
@@ -428,7 +424,10 @@ static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int ta
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
   w = rail_vt_req_get(c, size);
   if (w == NULL) return 0;
-  return rail_vt_req_publish(w, rail_verbs_irecv(c->conn, data, size, mhandle, &w->r), request);
+  return rail_vt_req_publish(w,
+                             rail_verbs_recv_post(c->conn, 1, &data, &size, &tag,
+                                                  (struct rail_verbs_mr **)&mhandle, &w->r),
+                             request);
 }
 
 static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mhandle,
@@ -441,7 +440,9 @@ static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mh
   if (size == 0 || mhandle == NULL || rail_verbs_mr_type(mhandle) == RAIL_VERBS_MEM_HOST) return 0;
   w = rail_vt_req_get(c, 0);
   if (w == NULL) return 0;
-  return rail_vt_req_publish(w, rail_verbs_iflush(c->conn, data, mhandle, &w->r), request);
+  return rail_vt_req_publish(
+      w, rail_verbs_flush_post(c->conn, 1, &data, &size, (struct rail_verbs_mr **)&mhandle, &w->r),
+      request);
 }
 
 #define RAIL_VT_NAP_MIN_BYTES (1u << 20)
@@ -462,17 +463,17 @@ static void rail_vt_nap(const struct rail_vt_req *w) {
 
 static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
   struct rail_vt_req *w = (struct rail_vt_req *)request;
-  size_t sz = 0;
+  size_t sz[RAIL_VERBS_MAX_RECVS] = {0};
   int rc;
 
-  rc = rail_verbs_test(w->r, done, &sz);
+  rc = rail_verbs_req_test(w->r, done, sz);
   if (rc != 0) {
     rail_vt_req_put(w);
     return rc;
   }
   if (!*done) rail_vt_nap(w);
   if (*done) {
-    if (size != NULL) *size = (int)sz;
+    if (size != NULL) *size = (int)sz[0];
     rail_vt_req_put(w);
   }
   return 0;

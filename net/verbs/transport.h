@@ -18,9 +18,9 @@
 #ifndef RAIL_NET_VERBS_TRANSPORT_H
 #define RAIL_NET_VERBS_TRANSPORT_H
 
-#include "net/socket/comm.h"
+#include <stddef.h>
+
 #include "net/core/transport.h"
-#include "net/verbs/wire.h"
 
 /* Refcounted like rail_net_init. Discovers RDMA ports, applies
  * NCCL_RAIL_TRANSPORT, opens the ports' NICs. With verbs unavailable or not

@@ -45,10 +45,28 @@
 #include "net/verbs/api.h"
 #include "net/verbs/dev.h"
 #include "net/verbs/transport.h"
-#include "net/verbs/wire.h"
+#include "net/socket/comm.h"
+#include "net/verbs/conn.h"
 #include "common/log.h"
 
 #define MAX_INFLIGHT RAIL_VERBS_FIFO
+
+/* One-buffer requests, as the scenarios post them. */
+static int xsend(struct rail_verbs_conn *c, void *p, size_t n, struct rail_verbs_mr *mr,
+                 struct rail_verbs_req **r) {
+  return rail_verbs_send_post(c, p, n, 0, mr, r);
+}
+
+static int xrecv(struct rail_verbs_conn *c, void *p, size_t n, struct rail_verbs_mr *mr,
+                 struct rail_verbs_req **r) {
+  return rail_verbs_recv_post(c, 1, &p, &n, NULL, &mr, r);
+}
+
+static int xflush(struct rail_verbs_conn *c, void *p, struct rail_verbs_mr *mr,
+                  struct rail_verbs_req **r) {
+  int one = 1;
+  return rail_verbs_flush_post(c, 1, &p, &one, &mr, r);
+}
 
 static struct {
   const char *mode;
@@ -241,7 +259,7 @@ static int wait_req(struct rail_verbs_req *r, size_t *size, double secs) {
   double deadline = now_s() + secs;
   int done = 0, rc;
 
-  while ((rc = rail_verbs_test(r, &done, size)) == 0 && !done) {
+  while ((rc = rail_verbs_req_test(r, &done, size)) == 0 && !done) {
     if (now_s() > deadline) FAIL("request not done after %.0f s", secs);
   }
   return rc;
@@ -272,17 +290,17 @@ static int run_sizes(struct rail_verbs_conn *c, int is_sender, int total) {
         size_t sz = sched_size(posted);
         if (is_sender) {
           fill(p, sz, (uint32_t)posted);
-          rc = rail_verbs_isend(c, p, sz, mr, &sl->req);
+          rc = xsend(c, p, sz, mr, &sl->req);
         } else {
           memset(p, 0xee, sz + 64 < SLOT_BYTES ? sz + 64 : SLOT_BYTES);
           /* Capacity: the whole slot (bigger than the message) every third time. */
-          rc = rail_verbs_irecv(c, p, posted % 3 ? sz : SLOT_BYTES, mr, &sl->req);
+          rc = xrecv(c, p, posted % 3 ? sz : SLOT_BYTES, mr, &sl->req);
         }
         if (rc != 0) FAIL("post of message %d: %s", posted, strerror(-rc));
         if (sl->req != NULL) sl->msg = posted++;
       }
       if (sl->req == NULL) continue;
-      rc = rail_verbs_test(sl->req, &done, &got);
+      rc = rail_verbs_req_test(sl->req, &done, &got);
       if (rc != 0) FAIL("message %d (%zu bytes): %s", sl->msg, sched_size(sl->msg), strerror(-rc));
       if (!done) continue;
       if (got != sched_size(sl->msg))
@@ -302,7 +320,7 @@ static int run_sizes(struct rail_verbs_conn *c, int is_sender, int total) {
     struct rail_verbs_req *f = NULL;
     double deadline = now_s() + 10;
     while (f == NULL) {
-      if (rail_verbs_iflush(c, buf, mr, &f) != 0) FAIL("iflush");
+      if (xflush(c, buf, mr, &f) != 0) FAIL("iflush");
       if (now_s() > deadline) FAIL("iflush never posted");
     }
     if (wait_req(f, NULL, 10) != 0) FAIL("flush failed");
@@ -323,13 +341,13 @@ static int run_trunc(struct rail_verbs_conn *c, int is_sender) {
 
   if (rail_verbs_mr_reg(nics, nnics, buf, 16384, RAIL_VERBS_MEM_HOST, &mr) != 0) FAIL("mr_reg");
   fill(buf, 8192, 1);
-  rc = is_sender ? rail_verbs_isend(c, buf, 8192, mr, &r) : rail_verbs_irecv(c, buf, 4096, mr, &r);
+  rc = is_sender ? xsend(c, buf, 8192, mr, &r) : xrecv(c, buf, 4096, mr, &r);
   if (rc != 0 || r == NULL) FAIL("post");
   rc = wait_req(r, &got, 20);
   if (rc != -EMSGSIZE) FAIL("truncation gave %d (%s), not -EMSGSIZE", rc, strerror(-rc));
   if (strstr(warns, "message truncated") == NULL) FAIL("no truncation WARN");
   /* The connection carries on. */
-  rc = is_sender ? rail_verbs_isend(c, buf, 3000, mr, &r) : rail_verbs_irecv(c, buf, 4096, mr, &r);
+  rc = is_sender ? xsend(c, buf, 3000, mr, &r) : xrecv(c, buf, 4096, mr, &r);
   if (rc != 0 || r == NULL || wait_req(r, &got, 20) != 0 || got != 3000)
     FAIL("message after truncation");
   if (!is_sender && check(buf, 3000, 1) >= 0) FAIL("data after truncation");
@@ -357,7 +375,7 @@ static int run_badkey(struct rail_verbs_conn *c, int is_sender) {
     struct rail_verbs_mr *smr;
     if (s == NULL || rail_verbs_mr_reg(nics, nnics, s, 65536, RAIL_VERBS_MEM_HOST, &smr) != 0)
       FAIL("setup");
-    if (rail_verbs_isend(c, s, 65536, smr, &r) != 0 || r == NULL) FAIL("isend");
+    if (xsend(c, s, 65536, smr, &r) != 0 || r == NULL) FAIL("isend");
     rc = wait_req(r, &got, 30);
     printf("[send] badkey: %s (%d)\n", strerror(-rc), rc);
     if (rc != -EPROTO || !strstr(warns, "completion error: remote access error") ||
@@ -366,7 +384,7 @@ static int run_badkey(struct rail_verbs_conn *c, int is_sender) {
     rail_verbs_conn_destroy(c);
     rail_verbs_mr_dereg(smr);
   } else {
-    if (rail_verbs_irecv(c, b, 65536, mr, &r) != 0 || r == NULL) FAIL("irecv");
+    if (xrecv(c, b, 65536, mr, &r) != 0 || r == NULL) FAIL("irecv");
     rc = wait_req(r, &got, 30);
     printf("[recv] badkey: %s (%d)\n", strerror(-rc), rc);
     if (rc == 0) FAIL("the receive succeeded");
@@ -393,9 +411,9 @@ static int run_until_error(struct rail_verbs_conn *c, int is_sender, int status_
       int done = 0, rc = 0;
 
       if (reqs[s] == NULL)
-        rc = is_sender ? rail_verbs_isend(c, buf, 1 << 20, mr, &reqs[s])
-                       : rail_verbs_irecv(c, buf, 1 << 20, mr, &reqs[s]);
-      if (rc == 0 && reqs[s] != NULL) rc = rail_verbs_test(reqs[s], &done, &got);
+        rc =
+            is_sender ? xsend(c, buf, 1 << 20, mr, &reqs[s]) : xrecv(c, buf, 1 << 20, mr, &reqs[s]);
+      if (rc == 0 && reqs[s] != NULL) rc = rail_verbs_req_test(reqs[s], &done, &got);
       if (rc != 0) {
         printf("[%s] failed after %d messages: %s (%d)\n", role, ndone, strerror(-rc), rc);
         /* The QPs go first: only then may the buffer be unregistered. */
@@ -445,13 +463,12 @@ static int run_bw(struct rail_verbs_conn *c, int is_sender) {
     if (now_s() > deadline) FAIL("bw: stuck at %d/%d", ndone, opt.iters);
     while (posted < opt.iters && posted - ndone < opt.inflight) {
       struct rail_verbs_req **slot = &ring[posted % opt.inflight];
-      rc = is_sender ? rail_verbs_isend(c, buf, opt.size, mr, slot)
-                     : rail_verbs_irecv(c, buf, opt.size, mr, slot);
+      rc = is_sender ? xsend(c, buf, opt.size, mr, slot) : xrecv(c, buf, opt.size, mr, slot);
       if (rc != 0) FAIL("bw: post: %s", strerror(-rc));
       if (*slot == NULL) break;
       if (posted++ == 0) t0 = now_s();
     }
-    rc = rail_verbs_test(*head, &done, &got);
+    rc = rail_verbs_req_test(*head, &done, &got);
     if (rc != 0) FAIL("bw: %s", strerror(-rc));
     if (done) {
       *head = NULL;
@@ -695,27 +712,25 @@ static int run_bw1(void) {
     if (now_s() > deadline) FAIL("bw1: stuck at %d/%d", rdone, opt.iters);
     while (rposted < opt.iters && rposted - rdone < opt.inflight) {
       struct rail_verbs_req **slot = &rring[rposted % opt.inflight];
-      if ((rc = rail_verbs_irecv(rc_, rbuf, opt.size, rmr, slot)) != 0)
-        FAIL("irecv: %s", strerror(-rc));
+      if ((rc = xrecv(rc_, rbuf, opt.size, rmr, slot)) != 0) FAIL("irecv: %s", strerror(-rc));
       if (*slot == NULL) break;
       if (rposted++ == 0) t0 = now_s();
     }
     while (sposted < opt.iters && sposted - sdone < opt.inflight) {
       struct rail_verbs_req **slot = &sring[sposted % opt.inflight];
-      if ((rc = rail_verbs_isend(sc, sbuf, opt.size, smr, slot)) != 0)
-        FAIL("isend: %s", strerror(-rc));
+      if ((rc = xsend(sc, sbuf, opt.size, smr, slot)) != 0) FAIL("isend: %s", strerror(-rc));
       if (*slot == NULL) break;
       sposted++;
     }
     if (sdone < sposted) {
       done = 0;
-      if ((rc = rail_verbs_test(sring[sdone % opt.inflight], &done, &got)) != 0)
+      if ((rc = rail_verbs_req_test(sring[sdone % opt.inflight], &done, &got)) != 0)
         FAIL("send: %s", strerror(-rc));
       if (done) sdone++, progressed = 1;
     }
     if (rdone < rposted) {
       done = 0;
-      if ((rc = rail_verbs_test(rring[rdone % opt.inflight], &done, &got)) != 0)
+      if ((rc = rail_verbs_req_test(rring[rdone % opt.inflight], &done, &got)) != 0)
         FAIL("recv: %s", strerror(-rc));
       if (done) rdone++, progressed = 1;
     }

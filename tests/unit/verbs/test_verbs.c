@@ -1,6 +1,6 @@
 /* The verbs transport without RDMA hardware: the dlopen seam, discovery over
  * fake sysfs trees (RoCE GID choice, IB, soft-RoCE, ports down), the
- * transport choice and the striping split. Real verbs traffic is tested in
+ * transport choice. Real verbs traffic is tested in
  * the soft-RoCE VM (tests/rig/rxe). */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -18,7 +18,7 @@
 #include "net/verbs/dev.h"
 #include "net/verbs/gdr.h"
 #include "net/verbs/transport.h"
-#include "net/verbs/wire.h"
+#include "net/verbs/nic.h"
 #include "common/log.h"
 #include "common/param.h"
 #include "tests/unit/test.h"
@@ -448,34 +448,6 @@ TEST(transport_choice_follows_ports_and_override) {
   capture_stop();
 }
 
-TEST(split_by_speed_keeps_small_whole_and_cuts_large_by_speed) {
-  int speed[3] = {100000, 200000, 100000}, up[3] = {1, 1, 1};
-  size_t parts[3];
-  unsigned rr = 0;
-
-  /* Small: whole, on rails 0, 1, 2, 0 in turn. */
-  for (int i = 0; i < 4; i++) {
-    rail_verbs_split_by_speed(speed, 65536, &rr, 1000, 3, up, parts);
-    CHECK_EQ_INT(parts[i % 3], 1000);
-    CHECK_EQ_INT(parts[0] + parts[1] + parts[2], 1000);
-  }
-  /* Large: 1:2:1, cut at 128 bytes, the last rail takes the rest. */
-  rail_verbs_split_by_speed(speed, 65536, &rr, (1 << 20) + 5, 3, up, parts);
-  CHECK_EQ_INT(parts[0], 262144);
-  CHECK_EQ_INT(parts[1], 524288);
-  CHECK_EQ_INT(parts[2], 262149);
-  CHECK_EQ_INT(parts[0] % RAIL_VERBS_ALIGN, 0);
-  /* A rail that is down gets nothing. */
-  up[1] = 0;
-  rail_verbs_split_by_speed(speed, 65536, &rr, 1 << 20, 3, up, parts);
-  CHECK_EQ_INT(parts[1], 0);
-  CHECK_EQ_INT(parts[0], 1 << 19);
-  CHECK_EQ_INT(parts[0] + parts[2], 1 << 20);
-  /* Zero bytes is a small message. */
-  rail_verbs_split_by_speed(speed, 65536, &rr, 0, 3, up, parts);
-  CHECK_EQ_INT(parts[0] + parts[1] + parts[2], 0);
-}
-
 TEST(gpu_registration_is_not_advertised_without_cuda) {
   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 
@@ -516,6 +488,5 @@ RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                discover_keeps_only_ports_verbs_confirms,
                host_without_rdma_reports_no_devices_and_sockets_are_used,
                transport_choice_follows_ports_and_override,
-               split_by_speed_keeps_small_whole_and_cuts_large_by_speed,
                gpu_registration_is_not_advertised_without_cuda,
                test_naps_an_eighth_of_a_large_message_at_port_speed)
