@@ -62,6 +62,9 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
     [RAIL_PARAM_QPS_PER_RAIL] = {"NCCL_RAIL_QPS_PER_RAIL", RAIL_PARAM_T_INT, "1", 1, 4,
                                  "verbs: RC queue pairs per rail per connection (a message's "
                                  "share of a rail is split over them)"},
+    [RAIL_PARAM_VERBS_LIB] = {"NCCL_RAIL_VERBS_LIB", RAIL_PARAM_T_STR, "libibverbs.so.1", 0, 0,
+                              "test seam: the verbs library to dlopen (the tests' fake provider); "
+                              "leave unset"},
 };
 
 struct rail_param_val {

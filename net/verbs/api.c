@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/param.h"
 
 /* One row per symbol: where it goes in the table and whether the verbs path
  * can work without it. */
@@ -88,7 +89,10 @@ static int rail_verbs_global_ok;
 static pthread_once_t rail_verbs_global_once = PTHREAD_ONCE_INIT;
 
 static void rail_verbs_global_load(void) {
-  rail_verbs_global_ok = rail_verbs_api_open(RAIL_VERBS_LIB, &rail_verbs_global) == 0;
+  const char *lib = rail_param_str(RAIL_PARAM_VERBS_LIB);
+
+  rail_verbs_global_ok =
+      rail_verbs_api_open(lib[0] ? lib : RAIL_VERBS_LIB, &rail_verbs_global) == 0;
 }
 
 const struct rail_verbs_api *rail_verbs_api_get(void) {

@@ -66,8 +66,9 @@ struct rail_verbs_api {
  * Exposed for tests, which point it at a name that does not exist. */
 int rail_verbs_api_open(const char *libname, struct rail_verbs_api *api);
 
-/* The process-wide table for RAIL_VERBS_LIB, loaded on first call; NULL when
- * libibverbs is not usable here (said once at INFO: "verbs off"). */
+/* The process-wide table, loaded on first call from NCCL_RAIL_VERBS_LIB
+ * (default RAIL_VERBS_LIB; the tests' seam to their fake provider); NULL
+ * when that library is not usable here (said once at INFO: "verbs off"). */
 const struct rail_verbs_api *rail_verbs_api_get(void);
 
 /* ibv_query_port() without the inline wrapper's symbol reference: the

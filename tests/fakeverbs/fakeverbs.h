@@ -46,6 +46,9 @@ struct fakeverbs_stats {
   int fork_init_calls;
   int live_mrs, live_qps, live_cqs, live_pds, open_contexts;
   long reg_mr_calls, dereg_mr_calls;
+  /* Bytes of RDMA writes completed from QPs of each device, in
+   * FAKEVERBS_DEVICES order. */
+  uint64_t tx_bytes[8];
 };
 
 /* The control entry points, resolved with dlsym from the library the test

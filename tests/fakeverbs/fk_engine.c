@@ -208,6 +208,8 @@ void fk_swr_complete(struct fk_qp *qp, struct fk_swr *w, int status, uint32_t by
   struct ibv_wc wc;
 
   fk_swr_unlink(qp, w);
+  if (status == IBV_WC_SUCCESS && w->opcode != IBV_WR_RDMA_READ)
+    fk.st.tx_bytes[qp->ctx->dev->index] += w->len;
   if (w->signaled || status != IBV_WC_SUCCESS) {
     memset(&wc, 0, sizeof(wc));
     wc.wr_id = w->wr_id;
