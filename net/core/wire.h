@@ -105,12 +105,14 @@ int rail_wire_verbs_credit_decode(const void *slot, size_t len, struct rail_wire
  * big-endian, as verbs does): which message and buffer it belongs to.
  *   bits 0-15 credit seq (low bits)  16-19 parts - 1  20-22 entry
  *   23 truncated (the sender found the buffer too small; nothing written)
- *   24-31 zero */
+ *   24 aborted (a rail failed under the message: the receive fails)
+ *   25-31 zero */
 struct rail_wire_verbs_imm {
   uint32_t seq16;
   int nparts; /* 1..16 */
   int entry;  /* 0..7 */
   int trunc;
+  int aborted;
 };
 
 uint32_t rail_wire_verbs_imm_encode(const struct rail_wire_verbs_imm *in);

@@ -179,14 +179,16 @@ int rail_wire_verbs_credit_decode(const void *slot, size_t len,
 
 uint32_t rail_wire_verbs_imm_encode(const struct rail_wire_verbs_imm *in) {
   return (in->seq16 & 0xffffu) | ((uint32_t)(in->nparts - 1) & 0xfu) << 16 |
-         ((uint32_t)in->entry & 0x7u) << 20 | (in->trunc ? 1u << 23 : 0u);
+         ((uint32_t)in->entry & 0x7u) << 20 | (in->trunc ? 1u << 23 : 0u) |
+         (in->aborted ? 1u << 24 : 0u);
 }
 
 int rail_wire_verbs_imm_decode(uint32_t imm, struct rail_wire_verbs_imm *out) {
-  if (imm >> 24 != 0) return -EPROTO;
+  if (imm >> 25 != 0) return -EPROTO;
   out->seq16 = imm & 0xffffu;
   out->nparts = (int)((imm >> 16) & 0xfu) + 1;
   out->entry = (int)((imm >> 20) & 0x7u);
   out->trunc = (imm >> 23) & 1u;
+  out->aborted = (imm >> 24) & 1u;
   return 0;
 }

@@ -9,9 +9,6 @@
 #include "net/verbs/conn_state.h"
 #include "net/verbs/qp.h"
 
-/* RC timers: 4.096 us * 2^16 = 268 ms per try, 7 retries. */
-#define RAIL_VERBS_QP_TIMEOUT 16
-
 const struct rail_verbs_api *rail_verbs_conn_api(const struct rail_verbs_conn *c) {
   return c->rails[0].nic->api;
 }
@@ -39,7 +36,7 @@ void rail_verbs_conn_fail(struct rail_verbs_conn *c, int err) {
 }
 
 void rail_verbs_conn_wait_start(struct rail_verbs_conn *c) {
-  /* The silence timer counts from the first request that waits. */
+  /* Probes count quiet time from the first request that waits. */
   if (c->inflight++ == 0) c->last_activity_ms = rail_verbs_now_ms();
 }
 
@@ -171,7 +168,7 @@ int rail_verbs_conn_create(const struct rail_verbs_conn_cfg *cfg, int is_sender,
   c->qps = cfg->qps_per_rail;
   c->nlanes = c->nrails * c->qps;
   c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 20000;
-  c->watch_fd = cfg->watch_fd;
+  rail_verbs_live_watch(c, cfg->watch_fd);
   c->traffic_class = cfg->traffic_class;
   c->min_stripe = cfg->min_stripe_bytes;
   c->next_seq = 1; /* 0 is what an untouched FIFO slot holds */
@@ -303,8 +300,8 @@ int rail_verbs_conn_connect(struct rail_verbs_conn *c, const void *peer_info, si
     struct rail_verbs_lane *l = &c->lanes[i];
     struct rail_verbs_rail *rl = &c->rails[l->rail];
     struct rail_verbs_qp_peer to = {l->rqpn, l->rpsn, rl->rgid, rl->rlid, rl->rmtu};
-    rc = rail_verbs_qp_connect(rl->nic, l->qp, l->psn, &to, c->traffic_class, RAIL_VERBS_QP_TIMEOUT,
-                               c->peer);
+    rc = rail_verbs_qp_connect(rl->nic, l->qp, l->psn, &to, c->traffic_class,
+                               rail_verbs_live_qp_timeout(c->timeout_ms), c->peer);
     if (rc != 0) return rc;
   }
   c->connected = 1;
@@ -322,11 +319,15 @@ void rail_verbs_conn_destroy(struct rail_verbs_conn *c) {
   if (c != NULL) rail_verbs_conn_free(c);
 }
 
+void rail_verbs_conn_poll_events(struct rail_verbs_conn *c) {
+  for (int r = 0; r < c->nrails; r++)
+    rail_verbs_nic_poll_events(c->rails[r].nic, 0);
+}
+
 int rail_verbs_conn_progress(struct rail_verbs_conn *c) {
   if (c->err != 0) return c->err;
   if (!c->connected) return -ENOTCONN;
-  for (int r = 0; r < c->nrails; r++)
-    rail_verbs_nic_poll_events(c->rails[r].nic, 0);
+  rail_verbs_conn_poll_events(c);
   rail_verbs_cq_poll(c);
   if (c->err == 0) {
     if (c->is_sender)

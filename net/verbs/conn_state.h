@@ -23,6 +23,7 @@ enum rail_verbs_wr_kind {
   RAIL_VERBS_WR_FLUSH = 3,
   RAIL_VERBS_WR_RECV = 4,
   RAIL_VERBS_WR_PROBE = 5,
+  RAIL_VERBS_WR_NOTICE = 6, /* an empty write with immediate: an abort */
 };
 #define RAIL_VERBS_WRID(kind, lane, id)                                                            \
   (((uint64_t)(kind) << 56) | ((uint64_t)(lane) << 48) | (uint64_t)(uint32_t)(id))
@@ -59,6 +60,8 @@ struct rail_verbs_req {
   size_t size;
   int tag;
   struct rail_verbs_mr *mr;
+  uint32_t seq; /* the credit and buffer it was matched to */
+  int entry;
   /* recv */
   int n;
   int credit_needed; /* the credit still has to be (re)posted */
@@ -70,7 +73,7 @@ struct rail_verbs_lane {
   int rail;
   uint32_t psn;
   uint32_t rqpn, rpsn; /* the peer's QP on this lane */
-  int dead;            /* its port went down; the QP is in error for good */
+  int dead;            /* its port went down or its peer stopped answering: in error for good */
   int sq_used, sq_max;
 };
 
@@ -86,6 +89,7 @@ struct rail_verbs_rail {
   uint16_t rlid;
   int rmtu;
   uint32_t rfifo_rkey, rlanding_rkey;
+  int out; /* every lane dead: said once */
 };
 
 struct rail_verbs_conn {
@@ -104,6 +108,7 @@ struct rail_verbs_conn {
   /* receiver: receives by credit seq % RAIL_VERBS_FIFO */
   struct rail_verbs_req recvs[RAIL_VERBS_FIFO];
   uint32_t next_seq;
+  int warned_abort; /* a WARN for the first receive a lost rail failed */
   /* sender: sends by id % RAIL_VERBS_MAX_SENDS; the credit being matched */
   struct rail_verbs_req *sends;
   uint32_t next_send, oldest_send;
@@ -117,7 +122,8 @@ struct rail_verbs_conn {
   /* is the peer there (live.c) */
   uint64_t last_activity_ms, next_watch_ms, last_probe_ms;
   int probing;
-  int timeout_ms, watch_fd, traffic_class;
+  int timeout_ms, watch_fd, watch_tcp, traffic_class;
+  struct rail_liveness watch_live;
   size_t min_stripe;
   struct rail_stripe stripe;
 };
@@ -134,6 +140,9 @@ void rail_verbs_req_finish(struct rail_verbs_conn *c, struct rail_verbs_req *r, 
 /* Posts one signaled RDMA WRITE (with immediate when with_imm) on lane li. */
 int rail_verbs_conn_write(struct rail_verbs_conn *c, int li, uint64_t wrid, void *local, size_t len,
                           uint32_t lkey, uint64_t raddr, uint32_t rkey, int with_imm, uint32_t imm);
+/* Reads the rails' async events (rate-limited): a port that went down is
+ * seen before new traffic is put on it. */
+void rail_verbs_conn_poll_events(struct rail_verbs_conn *c);
 /* Can rail r carry new traffic: port up and a live lane. */
 int rail_verbs_conn_rail_usable(struct rail_verbs_conn *c, int r);
 
@@ -161,5 +170,9 @@ void rail_verbs_flush_done(struct rail_verbs_conn *c, int rail, uint32_t slot,
 void rail_verbs_live_check(struct rail_verbs_conn *c);
 /* Something arrived from the peer. */
 void rail_verbs_live_heard(struct rail_verbs_conn *c);
+/* Watches fd (-1: none) as the side channel. */
+int rail_verbs_live_watch(struct rail_verbs_conn *c, int fd);
+/* The RC local ACK timeout (IB's exponent) for NCCL_RAIL_TIMEOUT_MS. */
+int rail_verbs_live_qp_timeout(int timeout_ms);
 
 #endif

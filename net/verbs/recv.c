@@ -70,24 +70,46 @@ static int rail_verbs_recv_buf_done(const struct rail_verbs_rbuf *b) {
   return b->nparts > 0 && b->got == b->nparts;
 }
 
-int rail_verbs_recv_arrived(struct rail_verbs_conn *c, const struct ibv_wc *wc) {
-  struct rail_wire_verbs_imm imm;
-  struct rail_verbs_req *r;
-  struct rail_verbs_rbuf *b;
-  int li = RAIL_VERBS_WRID_LANE(wc->wr_id), all = 1;
+/* The receive a write belongs to, or NULL for one that is no longer
+ * waiting (a message a lost rail failed, whose late parts still land):
+ * those are dropped. A write for a receive never posted is -EPROTO. */
+static int rail_verbs_recv_of(struct rail_verbs_conn *c, const struct rail_wire_verbs_imm *imm,
+                              struct rail_verbs_req **out) {
+  struct rail_verbs_req *r = &c->recvs[imm->seq16 % RAIL_VERBS_FIFO];
+  uint16_t back = (uint16_t)((c->next_seq & 0xffffu) - imm->seq16);
 
-  if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
-      rail_wire_verbs_imm_decode(ntohl(wc->imm_data), &imm) != 0)
-    goto unexpected;
-  r = &c->recvs[imm.seq16 % RAIL_VERBS_FIFO];
-  if (r->state != RAIL_VERBS_REQ_WAITING || (r->id & 0xffffu) != imm.seq16 || imm.entry >= r->n)
-    goto unexpected;
-  b = &r->b[imm.entry];
-  if ((b->nparts != 0 && b->nparts != imm.nparts) || b->got >= imm.nparts) goto unexpected;
-  b->nparts = imm.nparts;
+  *out = NULL;
+  if (back == 0 || back > RAIL_VERBS_FIFO * 2) return -EPROTO;
+  if (r->state != RAIL_VERBS_REQ_WAITING || (r->id & 0xffffu) != imm->seq16) return 0;
+  if (imm->entry >= r->n) return -EPROTO;
+  *out = r;
+  return 0;
+}
+
+/* The sender could not deliver into r: a rail failed under the message. */
+static void rail_verbs_recv_aborted(struct rail_verbs_conn *c, struct rail_verbs_req *r) {
+  if (!c->warned_abort)
+    RAIL_WARN("verbs: peer %s lost a message to this receive when a rail failed under it; the "
+              "receive fails (later ones say so at INFO)",
+              c->peer);
+  else
+    RAIL_INFO(RAIL_SUBSYS_NET, "verbs: peer %s lost a message to receive %u with a rail", c->peer,
+              r->id);
+  c->warned_abort = 1;
+  rail_verbs_req_finish(c, r, -ENETDOWN);
+}
+
+/* A part of buffer b arrived; complete when every part of every buffer of r
+ * is in. */
+static void rail_verbs_recv_part(struct rail_verbs_conn *c, struct rail_verbs_req *r,
+                                 struct rail_verbs_rbuf *b, const struct rail_wire_verbs_imm *imm,
+                                 uint32_t byte_len) {
+  int all = 1;
+
+  b->nparts = imm->nparts;
   b->got++;
-  b->bytes += wc->byte_len;
-  if (imm.trunc && r->err == 0) {
+  b->bytes += byte_len;
+  if (imm->trunc && r->err == 0) {
     RAIL_WARN("verbs: message truncated: peer %s sent more than this receive buffer holds (%zu "
               "bytes)",
               c->peer, b->cap);
@@ -96,6 +118,26 @@ int rail_verbs_recv_arrived(struct rail_verbs_conn *c, const struct ibv_wc *wc) 
   for (int i = 0; i < r->n; i++)
     all &= rail_verbs_recv_buf_done(&r->b[i]);
   if (all) rail_verbs_req_finish(c, r, r->err);
+}
+
+int rail_verbs_recv_arrived(struct rail_verbs_conn *c, const struct ibv_wc *wc) {
+  struct rail_wire_verbs_imm imm;
+  struct rail_verbs_req *r;
+  struct rail_verbs_rbuf *b;
+  int li = RAIL_VERBS_WRID_LANE(wc->wr_id);
+
+  if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+      rail_wire_verbs_imm_decode(ntohl(wc->imm_data), &imm) != 0 ||
+      rail_verbs_recv_of(c, &imm, &r) != 0)
+    goto unexpected;
+  if (r == NULL) return 0;
+  if (imm.aborted) {
+    rail_verbs_recv_aborted(c, r);
+    return 0;
+  }
+  b = &r->b[imm.entry];
+  if ((b->nparts != 0 && b->nparts != imm.nparts) || b->got >= imm.nparts) goto unexpected;
+  rail_verbs_recv_part(c, r, b, &imm, wc->byte_len);
   return 0;
 
 unexpected:
@@ -156,6 +198,7 @@ int rail_verbs_recv_post(struct rail_verbs_conn *c, int n, void *const *data, co
   r->state = RAIL_VERBS_REQ_WAITING;
   r->credit_needed = 1;
   rail_verbs_conn_wait_start(c);
+  rail_verbs_conn_poll_events(c);
   rail_verbs_recv_progress(c);
   *req = r;
   return 0;

@@ -76,7 +76,9 @@ static int rail_verbs_send_issue(struct rail_verbs_conn *c, struct rail_verbs_re
               r->size, c->peer, (unsigned long long)e->size);
     r->err = -EMSGSIZE;
   }
-  imm = (struct rail_wire_verbs_imm){c->credit.seq & 0xffffu, n, entry, trunc};
+  imm = (struct rail_wire_verbs_imm){c->credit.seq & 0xffffu, n, entry, trunc, 0};
+  r->seq = c->credit.seq;
+  r->entry = entry;
   for (int i = 0; i < n; i++) {
     int rail = c->lanes[parts[i].lane].rail;
     struct ibv_mr *mr = NULL;
@@ -176,12 +178,30 @@ void rail_verbs_send_progress(struct rail_verbs_conn *c) {
   }
 }
 
+/* A send lost part of itself with a rail: tells the receiver, once every
+ * write of it is done (nothing more of it can land), so that its receive
+ * fails too instead of waiting. An empty write into the landing buffer. */
+static void rail_verbs_send_abort(struct rail_verbs_conn *c, const struct rail_verbs_req *r) {
+  struct rail_wire_verbs_imm imm = {r->seq & 0xffffu, 1, r->entry, 0, 1};
+  struct rail_verbs_part part;
+  int rail;
+
+  if (rail_verbs_send_plan(c, r->id, 0, &part) != 1) return; /* no rail left: the peer is gone */
+  rail = c->lanes[part.lane].rail;
+  if (rail_verbs_conn_write(c, part.lane, RAIL_VERBS_WRID(RAIL_VERBS_WR_NOTICE, part.lane, 0), NULL,
+                            0, 0, c->rlanding_addr, c->rails[rail].rlanding_rkey, 1,
+                            rail_wire_verbs_imm_encode(&imm)) != 0)
+    rail_verbs_conn_fail(c, -EIO);
+}
+
 void rail_verbs_send_done(struct rail_verbs_conn *c, uint32_t id, int err) {
   struct rail_verbs_req *r = &c->sends[id % RAIL_VERBS_MAX_SENDS];
 
   if (r->id != id || r->state != RAIL_VERBS_REQ_ISSUED) return;
   if (err != 0 && r->err == 0) r->err = err;
-  if (--r->pending == 0) rail_verbs_req_finish(c, r, r->err);
+  if (--r->pending > 0) return;
+  if (r->err == -ENETDOWN) rail_verbs_send_abort(c, r);
+  rail_verbs_req_finish(c, r, r->err);
 }
 
 int rail_verbs_send_post(struct rail_verbs_conn *c, void *data, size_t size, int tag,
@@ -206,6 +226,7 @@ int rail_verbs_send_post(struct rail_verbs_conn *c, void *data, size_t size, int
   r->tag = tag;
   r->mr = mr;
   rail_verbs_conn_wait_start(c);
+  rail_verbs_conn_poll_events(c);
   rail_verbs_send_progress(c);
   *req = r;
   return 0;

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "net/core/liveness.h"
 #include "net/core/wire.h"
 #include "net/socket/comm.h"
 #include "net/verbs/conn.h"
@@ -244,7 +245,10 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
   cfg.qps_per_rail = (int)rail_param_int(RAIL_PARAM_QPS_PER_RAIL);
   cfg.peer = c->peer;
   cfg.timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
-  cfg.watch_fd = links[0].ctl_fd; /* EOF on it: the peer process is gone */
+  /* The side channel tells whether the peer is there (net/verbs/live.c):
+   * keepalive finds a vanished host on it while it is idle. */
+  cfg.watch_fd = links[0].ctl_fd;
+  rail_liveness_tune(cfg.watch_fd, cfg.timeout_ms);
   cfg.traffic_class = -1;
   cfg.min_stripe_bytes = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
   rc = rail_verbs_conn_create(&cfg, is_send, &c->conn);

@@ -660,14 +660,17 @@ static int fakeverbs_mr_info(uint32_t key, uint64_t *addr, uint64_t *len, int *a
   return 0;
 }
 
-static int fakeverbs_qp_info(uint32_t qpn, int *state, int *access) {
+static int fakeverbs_qp_info(uint32_t qpn, struct fakeverbs_qp *out) {
   struct fk_qp *qp;
 
   fk_enter();
   qp = fk_qp_find(qpn);
   if (qp == NULL) return -fk_fail(ENOENT);
-  *state = qp->state;
-  *access = qp->access;
+  out->state = qp->state;
+  out->access = qp->access;
+  out->timeout = qp->timeout;
+  out->retry_cnt = qp->retry_cnt;
+  out->rnr_retry = qp->rnr_retry;
   fk_leave();
   return 0;
 }

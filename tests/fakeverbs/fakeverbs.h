@@ -41,6 +41,13 @@
 
 #include <stdint.h>
 
+/* What a QP was set up with. */
+struct fakeverbs_qp {
+  int state;  /* enum ibv_qp_state */
+  int access; /* IBV_ACCESS_REMOTE_* it accepts */
+  int timeout, retry_cnt, rnr_retry;
+};
+
 struct fakeverbs_stats {
   int calls_before_fork_init; /* verbs entry points called before ibv_fork_init */
   int fork_init_calls;
@@ -68,8 +75,7 @@ struct fakeverbs_ctl {
   int (*freeze)(const char *dev, int frozen);
   /* What a key registers: address (the iova), length, access flags. */
   int (*mr_info)(uint32_t key, uint64_t *addr, uint64_t *len, int *access);
-  /* A QP's state (enum ibv_qp_state) and access flags. */
-  int (*qp_info)(uint32_t qpn, int *state, int *access);
+  int (*qp_info)(uint32_t qpn, struct fakeverbs_qp *out);
   void (*stats)(struct fakeverbs_stats *st);
 };
 

@@ -8,10 +8,12 @@
  *               and the connection still carries the next message
  *   kill-sender the sender is SIGKILLed mid-stream: the receiver fails with
  *               -ECONNRESET (side channel EOF) within 2 s
- *   kill-receiver the receiver is SIGKILLed mid-stream: the sender, which
- *               watches no side channel, fails within --timeout-ms + 3 s
- *               (a completion error or the silence timeout)
+ *   kill-receiver the receiver is SIGKILLed mid-stream: the sender fails
+ *               within 2 s (side channel EOF, or a completion error)
  *   kill-idle-receiver the same while the sender only waits for credits
+ *   stop-receiver, stop-sender  the sizes scenario while the coordinator
+ *               SIGSTOPs that end for 3 x --timeout-ms, then SIGCONTs it:
+ *               a late peer is no dead peer, every message still arrives
  *   badkey      the receiver advertises memory its key does not cover: the
  *               sender's write is refused, -EPROTO with a WARN naming
  *               device, QP, peer and the verbs status
@@ -265,6 +267,9 @@ static int wait_req(struct rail_verbs_req *r, size_t *size, double secs) {
   return rc;
 }
 
+/* Where run_sizes says it is streaming (after 20 messages), or -1. */
+static int streaming_fd = -1;
+
 static int run_sizes(struct rail_verbs_conn *c, int is_sender, int total) {
   uint8_t *buf = aligned_alloc(4096, (size_t)opt.inflight * SLOT_BYTES);
   struct req_slot slots[MAX_INFLIGHT];
@@ -313,7 +318,8 @@ static int run_sizes(struct rail_verbs_conn *c, int is_sender, int total) {
       }
       bytes += got;
       sl->req = NULL;
-      done_msgs++;
+      if (++done_msgs == 20 && streaming_fd >= 0 && write(streaming_fd, "s", 1) != 1)
+        FAIL("status pipe");
     }
   }
   if (!is_sender) {
@@ -765,15 +771,16 @@ static int run_bw1(void) {
 static int child(int is_sender, int fd, int status_fd) {
   const char *mode = opt.mode;
   struct rail_verbs_conn *c;
-  int watch = strcmp(mode, "kill-receiver") != 0 && strcmp(mode, "kill-idle-receiver") != 0, rc = 1;
+  int rc = 1;
 
   role = is_sender ? "send" : "recv";
   rail_log_set_logger(logger);
   if (strcmp(mode, "transport") == 0)
     return run_transport(is_sender, fd, is_sender ? opt.send_devs : opt.recv_devs);
   open_nics(is_sender ? opt.send_devs : opt.recv_devs);
-  c = connect_side(fd, is_sender, watch);
-  if (strcmp(mode, "sizes") == 0) {
+  c = connect_side(fd, is_sender, 1);
+  if (strcmp(mode, "sizes") == 0 || strncmp(mode, "stop-", 5) == 0) {
+    if (strncmp(mode, "stop-", 5) == 0) streaming_fd = status_fd;
     rc = run_sizes(c, is_sender, 336);
   } else if (strcmp(mode, "trunc") == 0) {
     rc = run_trunc(c, is_sender);
@@ -788,23 +795,17 @@ static int child(int is_sender, int fd, int status_fd) {
     int err = run_until_error(c, is_sender, status_fd);
     c = NULL; /* destroyed there */
     printf("[%s] error: %s\n", role, strerror(-err));
-    /* kill-sender: the receiver watches the side channel (-ECONNRESET).
-     * kill-receiver(-idle): no side channel. Writes in flight may meet the
-     * dead peer's freed memory while its QP still exists (a remote access
-     * NAK, -EPROTO) or, on hardware, run out of retries (-ECONNRESET). But
-     * soft-RoCE 6.1 never fails a write to a QP that is gone (measured: no
-     * completion in 25 s), so there the silence timeout (--timeout-ms) ends
-     * the wait, which is what these scenarios bound. */
-    if (is_sender) {
-      /* A completion error naming the QP, or the silence timeout. */
-      rc = ((err == -ECONNRESET || err == -EPROTO) && strstr(warns, "completion error") &&
-            strstr(warns, "QP 0x")) ||
-                   (err == -ETIMEDOUT && strstr(warns, "no progress from peer receiver"))
-               ? 0
-               : 1;
-    } else {
-      rc = err == -ECONNRESET && strstr(warns, "closed its side channel") ? 0 : 1;
-    }
+    /* Both ends watch the side channel, whose EOF says the peer is gone
+     * (-ECONNRESET). A sender's writes in flight may meet the dead peer's
+     * freed memory while its QP still exists first (a remote access NAK,
+     * -EPROTO, a completion error). (Soft-RoCE 6.1 never fails a write to
+     * a QP that is gone: measured, no completion in 25 s; there the side
+     * channel is what ends the wait.) */
+    rc = (err == -ECONNRESET && strstr(warns, "its side channel closed")) ||
+                 (is_sender && err == -EPROTO && strstr(warns, "completion error") &&
+                  strstr(warns, "QP 0x"))
+             ? 0
+             : 1;
     if (rc != 0) fprintf(stderr, "[%s] FAIL: unexpected error or WARN:\n%s", role, warns);
   }
   rail_verbs_conn_destroy(c);
@@ -841,7 +842,8 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr,
               "usage: %s "
-              "sizes|trunc|kill-sender|kill-receiver|kill-idle-receiver|badkey|portdown|bw|bw1|"
+              "sizes|trunc|kill-sender|kill-receiver|kill-idle-receiver|stop-sender|stop-receiver|"
+              "badkey|portdown|bw|bw1|"
               "transport [options]\n",
               argv[0]);
       return 2;
@@ -882,9 +884,22 @@ int main(int argc, char **argv) {
   close(sv[1]);
   close(status_send[1]);
   close(status_recv[1]);
+  if (strncmp(opt.mode, "stop-", 5) == 0) {
+    int stop_sender = strcmp(opt.mode, "stop-sender") == 0;
+    struct pollfd pfd = {.fd = stop_sender ? status_recv[0] : status_send[0], .events = POLLIN};
+    pid_t victim = stop_sender ? ps : pr;
+    char b;
+
+    if (poll(&pfd, 1, 60000) != 1 || read(pfd.fd, &b, 1) != 1) FAIL("never started streaming");
+    kill(victim, SIGSTOP);
+    printf("[main] %s stopped for %d ms (3 x --timeout-ms)\n", stop_sender ? "sender" : "receiver",
+           3 * opt.timeout_ms);
+    usleep((useconds_t)opt.timeout_ms * 3000);
+    kill(victim, SIGCONT);
+  }
   if (strncmp(opt.mode, "kill-", 5) == 0) {
     int kill_sender = strcmp(opt.mode, "kill-sender") == 0;
-    double bound = kill_sender ? 2.0 : opt.timeout_ms / 1000.0 + 3;
+    double bound = 2.0;
     struct pollfd pfd = {.fd = kill_sender ? status_send[0] : status_recv[0], .events = POLLIN};
     pid_t victim = kill_sender ? ps : pr, survivor = kill_sender ? pr : ps;
     char b;

@@ -216,6 +216,22 @@ static inline int fx_recv(struct fx_pair *p, void *data, size_t n, struct rail_v
   return rail_verbs_recv_post(p->r, 1, &data, &n, NULL, &mr, req);
 }
 
+/* A connection's own info, as its peer would decode it. */
+static inline struct rail_wire_verbs_info fx_info(struct rail_verbs_conn *c) {
+  struct rail_wire_verbs_info v;
+  uint8_t b[RAIL_VERBS_INFO_BYTES];
+  size_t n = 0;
+
+  memset(&v, 0, sizeof(v));
+  if (rail_verbs_conn_info(c, b, sizeof(b), &n) == 0) rail_wire_verbs_info_decode(b, n, &v);
+  return v;
+}
+
+/* The QP number of c's first lane. */
+static inline uint32_t fx_first_qpn(struct rail_verbs_conn *c) {
+  return fx_info(c).rails[0].qpn[0];
+}
+
 static inline void fx_fill(uint8_t *b, size_t n, unsigned seed) {
   uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
   for (size_t i = 0; i < n; i++) {
