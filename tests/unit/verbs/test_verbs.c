@@ -375,6 +375,28 @@ TEST(roce_port_without_usable_gid_is_skipped) {
   remove_root();
 }
 
+/* A port whose state cannot be read is skipped, and the INFO says so
+ * rather than printing what the buffer held before (issue 13). */
+TEST(port_with_unreadable_state_is_skipped_saying_so) {
+  struct rail_verbs_port ports[4];
+  int n = -1;
+
+  make_root("nostate");
+  /* mlx5_0 first: its reads leave text in the scan's buffer. */
+  put(IB "/mlx5_0/node_guid", "0c42:a103:0065:aa10");
+  put(IB "/mlx5_0/ports/1/state", "4: ACTIVE");
+  put(IB "/mlx5_0/ports/1/link_layer", "InfiniBand");
+  put(IB "/mlx5_0/ports/1/rate", "200 Gb/sec (4X HDR)");
+  gid(IB "/mlx5_0/ports/1", 0, "fe80:0000:0000:0000:0c42:a103:0065:aa11", "IB/RoCE v1", "");
+  put(IB "/mlx5_1/ports/1/link_layer", "InfiniBand");
+  capture_start();
+  CHECK_EQ_INT(rail_verbs_scan_sysfs(root, -1, ports, 4, &n), 0);
+  capture_stop();
+  CHECK_EQ_INT(n, 1);
+  CHECK(strstr(logbuf, "skipping mlx5_1 port 1: state unreadable\n") != NULL);
+  remove_root();
+}
+
 TEST(no_rdma_devices_means_no_ports) {
   struct rail_verbs_port ports[4];
   int n = -1;
@@ -484,7 +506,8 @@ RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                gid_ignores_vlan_rows_and_falls_back_to_v1,
                scan_finds_active_ports_with_link_speed_pci_numa_and_gid,
                gid_index_override_applies_where_the_row_exists,
-               roce_port_without_usable_gid_is_skipped, no_rdma_devices_means_no_ports,
+               roce_port_without_usable_gid_is_skipped,
+               port_with_unreadable_state_is_skipped_saying_so, no_rdma_devices_means_no_ports,
                discover_keeps_only_ports_verbs_confirms,
                host_without_rdma_reports_no_devices_and_sockets_are_used,
                transport_choice_follows_ports_and_override,
