@@ -32,8 +32,10 @@
  *
  * Configuration, read at the first call:
  *   FAKEVERBS_DEVICES   comma-separated device names (default "fake0,fake1")
- *   FAKEVERBS_FORK      "disabled" (default), "enabled" or "unneeded": what
- *                       ibv_is_fork_initialized() reports before ibv_fork_init
+ *   FAKEVERBS_FORK      "disabled" (default) or "enabled": what
+ *                       ibv_is_fork_initialized() reports before ibv_fork_init;
+ *                       "unneeded" (read at every call): what a kernel that
+ *                       copies pinned pages at fork reports
  *
  * Thread-safe: one lock inside. Functions return 0 or -errno. */
 #ifndef RAIL_TESTS_FAKEVERBS_H
