@@ -1,4 +1,21 @@
-/* Memory registration and the per-NIC cache (mr.h). */
+/* Memory registration and the per-NIC cache (mr.h).
+ *
+ * The cache must stay right when the memory under an address changes: CUDA
+ * VMM and PyTorch's expandable segments unmap and map other physical memory
+ * at the same addresses, and a registration pins what was there when it
+ * was made, so reusing it for the new memory would move data to and from
+ * pages nobody reads any more. Hence:
+ *  - an entry is shared only by a registration of exactly its page range,
+ *    type and access, never by one of a range inside it;
+ *  - only while the memory is provably the same: GPU memory by the CUDA
+ *    allocation's id at the first and the last byte (gdr.h), which a remap
+ *    changes. Host memory has no such id (an unprivileged process cannot
+ *    see its page frames), so every host registration is its own; NCCL
+ *    registers each host buffer once per connection anyway;
+ *  - once any registration overlapping an entry is released (the first
+ *    sign that its memory may be freed or remapped), no new registration
+ *    shares it; its holders keep it until they release it.
+ * An entry is deregistered with its last holder. */
 #include "net/verbs/mr.h"
 
 #include <errno.h>
@@ -7,12 +24,16 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "net/verbs/gdr.h"
 
 struct rail_verbs_mr_entry {
   struct rail_verbs_mr_entry *next;
   uintptr_t base, end; /* page-aligned range */
   int type;
+  int access;
   int refs;
+  int shareable;
+  uint64_t id_first, id_last; /* GPU memory: the allocation ids it was made for */
   struct ibv_mr *mr;
 };
 
@@ -26,8 +47,40 @@ struct rail_verbs_mr {
 #define RAIL_VERBS_ACCESS                                                                          \
   (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
+/* What a registration of [base, end) would be cached as. */
+struct rail_verbs_mr_key {
+  uintptr_t base, end;
+  int type, access;
+  int shareable;
+  uint64_t id_first, id_last;
+};
+
+static struct rail_verbs_mr_key rail_verbs_mr_key(void *data, size_t size, int type, int access) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  struct rail_verbs_mr_key k;
+
+  memset(&k, 0, sizeof(k));
+  k.base = (uintptr_t)data & ~(page - 1);
+  k.end = ((uintptr_t)data + (size ? size : 1) + page - 1) & ~(page - 1);
+  k.type = type;
+  k.access = access;
+  k.shareable = type == RAIL_VERBS_MEM_CUDA &&
+                rail_verbs_gdr_buffer_id((uintptr_t)data, &k.id_first) == 0 &&
+                rail_verbs_gdr_buffer_id((uintptr_t)data + (size ? size - 1 : 0), &k.id_last) == 0;
+  return k;
+}
+
+static int rail_verbs_mr_key_matches(const struct rail_verbs_mr_entry *e,
+                                     const struct rail_verbs_mr_key *k) {
+  return e->shareable && k->shareable && e->base == k->base && e->end == k->end &&
+         e->type == k->type && e->access == k->access && e->id_first == k->id_first &&
+         e->id_last == k->id_last;
+}
+
 static void rail_verbs_cache_put(struct rail_verbs_nic *nic, struct rail_verbs_mr_entry *e) {
   pthread_mutex_lock(&nic->lock);
+  for (struct rail_verbs_mr_entry *o = nic->cache; o != NULL; o = o->next)
+    if (o->base < e->end && e->base < o->end) o->shareable = 0;
   if (--e->refs == 0) {
     for (struct rail_verbs_mr_entry **p = &nic->cache; *p != NULL; p = &(*p)->next) {
       if (*p == e) {
@@ -41,42 +94,53 @@ static void rail_verbs_cache_put(struct rail_verbs_nic *nic, struct rail_verbs_m
   pthread_mutex_unlock(&nic->lock);
 }
 
+/* A new entry for k, registered; NULL (and *rc) on failure, with a WARN. */
+static struct rail_verbs_mr_entry *
+rail_verbs_cache_new(struct rail_verbs_nic *nic, const struct rail_verbs_mr_key *k, int *rc) {
+  struct rail_verbs_mr_entry *e = calloc(1, sizeof(*e));
+
+  if (e == NULL) {
+    *rc = -ENOMEM;
+    return NULL;
+  }
+  e->mr = rail_verbs_reg_mr(nic->api, nic->pd, (void *)k->base, k->end - k->base, k->access);
+  if (e->mr == NULL) {
+    *rc = -(errno ? errno : EIO);
+    RAIL_WARN("verbs: %s: ibv_reg_mr of %s memory [%#lx, +%lu) failed: %s", nic->name,
+              k->type == RAIL_VERBS_MEM_CUDA ? "GPU" : "host", (unsigned long)k->base,
+              (unsigned long)(k->end - k->base), strerror(-*rc));
+    free(e);
+    return NULL;
+  }
+  e->base = k->base;
+  e->end = k->end;
+  e->type = k->type;
+  e->access = k->access;
+  e->shareable = k->shareable;
+  e->id_first = k->id_first;
+  e->id_last = k->id_last;
+  e->refs = 1;
+  return e;
+}
+
 static int rail_verbs_cache_get(struct rail_verbs_nic *nic, void *data, size_t size, int type,
                                 struct rail_verbs_mr_entry **out) {
-  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  uintptr_t base = (uintptr_t)data & ~(page - 1);
-  uintptr_t end = ((uintptr_t)data + (size ? size : 1) + page - 1) & ~(page - 1);
+  struct rail_verbs_mr_key k = rail_verbs_mr_key(data, size, type, RAIL_VERBS_ACCESS);
   struct rail_verbs_mr_entry *e;
   int rc = 0;
 
   pthread_mutex_lock(&nic->lock);
   for (e = nic->cache; e != NULL; e = e->next) {
-    if (e->type == type && e->base <= base && end <= e->end) {
+    if (rail_verbs_mr_key_matches(e, &k)) {
       e->refs++;
       goto unlock;
     }
   }
-  e = calloc(1, sizeof(*e));
-  if (e == NULL) {
-    rc = -ENOMEM;
-    goto unlock;
+  e = rail_verbs_cache_new(nic, &k, &rc);
+  if (e != NULL) {
+    e->next = nic->cache;
+    nic->cache = e;
   }
-  e->mr = rail_verbs_reg_mr(nic->api, nic->pd, (void *)base, end - base, RAIL_VERBS_ACCESS);
-  if (e->mr == NULL) {
-    rc = -(errno ? errno : EIO);
-    RAIL_WARN("verbs: %s: ibv_reg_mr of %s memory [%#lx, +%lu) failed: %s", nic->name,
-              type == RAIL_VERBS_MEM_CUDA ? "GPU" : "host", (unsigned long)base,
-              (unsigned long)(end - base), strerror(-rc));
-    free(e);
-    e = NULL;
-    goto unlock;
-  }
-  e->base = base;
-  e->end = end;
-  e->type = type;
-  e->refs = 1;
-  e->next = nic->cache;
-  nic->cache = e;
 unlock:
   pthread_mutex_unlock(&nic->lock);
   if (rc == 0) *out = e;
