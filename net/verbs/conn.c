@@ -20,6 +20,7 @@ void rail_verbs_conn_fail(struct rail_verbs_conn *c, int err) {
     struct rail_verbs_req *rq[2] = {&c->recvs[i], &c->flush[i]};
     for (int k = 0; k < 2; k++) {
       if (rq[k]->state == RAIL_VERBS_REQ_WAITING || rq[k]->state == RAIL_VERBS_REQ_ISSUED) {
+        if (rq[k]->kind == RAIL_VERBS_REQ_RECV) rail_verbs_recv_release(c, rq[k]);
         rq[k]->state = RAIL_VERBS_REQ_FAILED;
         rq[k]->err = err;
       }
@@ -42,6 +43,7 @@ void rail_verbs_conn_wait_start(struct rail_verbs_conn *c) {
 
 void rail_verbs_req_finish(struct rail_verbs_conn *c, struct rail_verbs_req *r, int err) {
   if (r->state != RAIL_VERBS_REQ_WAITING && r->state != RAIL_VERBS_REQ_ISSUED) return;
+  if (r->kind == RAIL_VERBS_REQ_RECV) rail_verbs_recv_release(c, r);
   r->state = err ? RAIL_VERBS_REQ_FAILED : RAIL_VERBS_REQ_DONE;
   r->err = err;
   c->inflight--;
@@ -93,6 +95,8 @@ static void rail_verbs_conn_free(struct rail_verbs_conn *c) {
   /* QPs first: after that no NIC touches the caller's buffers or the FIFO. */
   for (int i = 0; i < c->nlanes; i++)
     if (c->lanes[i].qp != NULL) api->destroy_qp(c->lanes[i].qp);
+  for (int i = 0; i < RAIL_VERBS_FIFO; i++)
+    if (c->recvs[i].state == RAIL_VERBS_REQ_WAITING) rail_verbs_recv_release(c, &c->recvs[i]);
   for (int r = 0; r < c->nrails; r++) {
     struct rail_verbs_rail *rl = &c->rails[r];
     if (rl->flush_qp != NULL) api->destroy_qp(rl->flush_qp);
@@ -199,8 +203,9 @@ int rail_verbs_conn_create(const struct rail_verbs_conn_cfg *cfg, int is_sender,
     l->rail = i / c->qps;
     l->psn = rail_verbs_qp_psn();
     l->sq_max = sq;
+    /* Data QPs take the peer's writes, never its reads. */
     rc = rail_verbs_qp_create(c->rails[l->rail].nic, c->rails[l->rail].cq, sq, rq,
-                              IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, c->peer, &l->qp);
+                              IBV_ACCESS_REMOTE_WRITE, c->peer, &l->qp);
     if (rc != 0) goto free_conn;
   }
   for (int i = 0; i < RAIL_VERBS_FIFO; i++) {

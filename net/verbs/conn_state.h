@@ -48,6 +48,7 @@ struct rail_verbs_rbuf {
   struct rail_verbs_mr *mr;
   int nparts, got; /* parts expected (0 = not known yet) and arrived */
   size_t bytes;    /* arrived */
+  struct rail_verbs_win *win[RAIL_VERBS_MAX_RAILS]; /* its keys while posted */
 };
 
 struct rail_verbs_req {
@@ -153,6 +154,8 @@ void rail_verbs_send_done(struct rail_verbs_conn *c, uint32_t id, int err);
 /* ---- recv.c ---- */
 void rail_verbs_recv_progress(struct rail_verbs_conn *c);
 int rail_verbs_recv_arrived(struct rail_verbs_conn *c, const struct ibv_wc *wc);
+/* A receive is over: its windows go back. */
+void rail_verbs_recv_release(struct rail_verbs_conn *c, struct rail_verbs_req *r);
 /* Every posted receive's credit goes out again (a rail was lost under it). */
 void rail_verbs_recv_repost_credits(struct rail_verbs_conn *c);
 int rail_verbs_recv_post_wr(struct rail_verbs_conn *c, int li);

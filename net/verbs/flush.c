@@ -26,8 +26,8 @@ static int rail_verbs_flush_setup(struct rail_verbs_conn *c, int rail) {
     RAIL_WARN("verbs: %s: cannot register the flush buffer: %s", rl->nic->name, strerror(-rc));
     return rc;
   }
-  rc = rail_verbs_qp_create(rl->nic, rl->cq, RAIL_VERBS_FIFO, 1,
-                            IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, c->peer,
+  /* Its own reads are all it answers. */
+  rc = rail_verbs_qp_create(rl->nic, rl->cq, RAIL_VERBS_FIFO, 1, IBV_ACCESS_REMOTE_READ, c->peer,
                             &rl->flush_qp);
   if (rc != 0) goto dereg_mr;
   self = (struct rail_verbs_qp_peer){rl->flush_qp->qp_num, 0, rl->nic->port.gid, rl->nic->port.lid,

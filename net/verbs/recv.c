@@ -106,6 +106,15 @@ static void rail_verbs_recv_part(struct rail_verbs_conn *c, struct rail_verbs_re
                                  uint32_t byte_len) {
   int all = 1;
 
+  /* The windows keep writes inside the buffer, but not a peer that writes
+   * more parts than fit. */
+  if (byte_len > b->cap - b->bytes) {
+    RAIL_WARN("verbs: peer %s sent more than the %zu bytes this receive buffer holds (%zu, then "
+              "%u more); the receive fails",
+              c->peer, b->cap, b->bytes, byte_len);
+    rail_verbs_req_finish(c, r, -EMSGSIZE);
+    return;
+  }
   b->nparts = imm->nparts;
   b->got++;
   b->bytes += byte_len;
@@ -148,25 +157,43 @@ unexpected:
   return -EPROTO;
 }
 
-/* Fills the credit of receive r in its staging slot. */
+void rail_verbs_recv_release(struct rail_verbs_conn *c, struct rail_verbs_req *r) {
+  for (int i = 0; i < r->n; i++) {
+    for (int k = 0; k < c->nrails; k++) {
+      if (r->b[i].win[k] == NULL) continue;
+      rail_verbs_mr_window_put(c->rails[k].nic, r->b[i].win[k]);
+      r->b[i].win[k] = NULL;
+    }
+  }
+}
+
+/* Fills the credit of receive r in its staging slot: per buffer and rail,
+ * the key of a window of exactly that buffer (none for an empty one). */
 static int rail_verbs_recv_credit(struct rail_verbs_conn *c, struct rail_verbs_req *r) {
   struct rail_wire_verbs_credit cr;
+  int rc;
 
   memset(&cr, 0, sizeof(cr));
   cr.seq = r->id;
   cr.n = r->n;
   cr.nrails = c->nrails;
   for (int i = 0; i < r->n; i++) {
-    cr.e[i].addr = (uintptr_t)r->b[i].data;
-    cr.e[i].size = r->b[i].cap;
-    cr.e[i].tag = r->b[i].tag;
-    for (int k = 0; k < c->nrails; k++) {
-      struct ibv_mr *m = rail_verbs_mr_on(r->b[i].mr, c->rails[k].nic);
-      cr.e[i].rkey[k] = m ? m->rkey : 0;
+    struct rail_verbs_rbuf *b = &r->b[i];
+    cr.e[i].addr = (uintptr_t)b->data;
+    cr.e[i].size = b->cap;
+    cr.e[i].tag = b->tag;
+    for (int k = 0; k < c->nrails && b->cap > 0; k++) {
+      rc = rail_verbs_mr_window_get(b->mr, c->rails[k].nic, b->data, b->cap, &b->win[k]);
+      if (rc != 0) goto release;
+      cr.e[i].rkey[k] = rail_verbs_mr_window_rkey(b->win[k]);
     }
   }
-  return rail_wire_verbs_credit_encode(&cr, c->fifo + (r->id % RAIL_VERBS_FIFO) *
-                                                          RAIL_WIRE_VERBS_CREDIT_BYTES);
+  rc = rail_wire_verbs_credit_encode(&cr, c->fifo + (r->id % RAIL_VERBS_FIFO) *
+                                                        RAIL_WIRE_VERBS_CREDIT_BYTES);
+  if (rc == 0) return 0;
+release:
+  rail_verbs_recv_release(c, r);
+  return rc;
 }
 
 int rail_verbs_recv_post(struct rail_verbs_conn *c, int n, void *const *data, const size_t *sizes,

@@ -14,9 +14,10 @@
  *   stop-receiver, stop-sender  the sizes scenario while the coordinator
  *               SIGSTOPs that end for 3 x --timeout-ms, then SIGCONTs it:
  *               a late peer is no dead peer, every message still arrives
- *   badkey      the receiver advertises memory its key does not cover: the
- *               sender's write is refused, -EPROTO with a WARN naming
- *               device, QP, peer and the verbs status
+ *   badkey      a hostile sender (raw verbs) writes a posted buffer and one
+ *               byte past it with the credit's key: the first lands, the
+ *               second is refused by the receiver's NIC, nothing outside
+ *               the posted range changes
  *   portdown    two rails; after a striped batch the second rail's netdev is
  *               taken down: the next batch completes on the first rail only
  *               (hw_counters prove it) and both sides WARN naming the port
@@ -49,6 +50,7 @@
 #include "net/verbs/transport.h"
 #include "net/socket/comm.h"
 #include "net/verbs/conn.h"
+#include "tests/unit/verbs/rogue.h"
 #include "common/log.h"
 
 #define MAX_INFLIGHT RAIL_VERBS_FIFO
@@ -366,38 +368,58 @@ static int run_trunc(struct rail_verbs_conn *c, int is_sender) {
 /* badkey: the receiver advertises a buffer its key does not cover (an
  * unregistered buffer with another buffer's handle), so the sender's write
  * is refused by the peer's NIC: a deterministic completion error. */
-static int run_badkey(struct rail_verbs_conn *c, int is_sender) {
-  uint8_t *a = aligned_alloc(4096, 4096), *b = aligned_alloc(4096, 65536);
+/* badkey, receiver: a buffer registered with guards around it, one receive
+ * posted into its middle; the sender (a hostile one, below) then writes the
+ * posted range and one byte past it. The first must land, the second must be
+ * refused by this NIC, and nothing may land outside the range. */
+static int run_badkey_receiver(struct rail_verbs_conn *c, int fd) {
+  uint8_t *b = aligned_alloc(4096, 65536), st[2];
   struct rail_verbs_mr *mr;
   struct rail_verbs_req *r = NULL;
-  size_t got;
-  int rc;
 
-  if (a == NULL || b == NULL ||
-      rail_verbs_mr_reg(nics, nnics, a, 4096, RAIL_VERBS_MEM_HOST, &mr) != 0)
-    FAIL("setup");
-  if (is_sender) {
-    uint8_t *s = aligned_alloc(4096, 65536);
-    struct rail_verbs_mr *smr;
-    if (s == NULL || rail_verbs_mr_reg(nics, nnics, s, 65536, RAIL_VERBS_MEM_HOST, &smr) != 0)
-      FAIL("setup");
-    if (xsend(c, s, 65536, smr, &r) != 0 || r == NULL) FAIL("isend");
-    rc = wait_req(r, &got, 30);
-    printf("[send] badkey: %s (%d)\n", strerror(-rc), rc);
-    if (rc != -EPROTO || !strstr(warns, "completion error: remote access error") ||
-        !strstr(warns, "rxe") || !strstr(warns, "QP 0x") || !strstr(warns, "peer receiver"))
-      FAIL("expected -EPROTO and a WARN naming device, QP, peer and status; got:\n%s", warns);
-    rail_verbs_conn_destroy(c);
-    rail_verbs_mr_dereg(smr);
-  } else {
-    if (xrecv(c, b, 65536, mr, &r) != 0 || r == NULL) FAIL("irecv");
-    rc = wait_req(r, &got, 30);
-    printf("[recv] badkey: %s (%d)\n", strerror(-rc), rc);
-    if (rc == 0) FAIL("the receive succeeded");
-    rail_verbs_conn_destroy(c);
-  }
+  if (b == NULL) FAIL("out of memory");
+  memset(b, 0xA5, 65536);
+  if (rail_verbs_mr_reg(nics, nnics, b, 65536, RAIL_VERBS_MEM_HOST, &mr) != 0) FAIL("mr_reg");
+  if (xrecv(c, b + 4096, 8192, mr, &r) != 0 || r == NULL) FAIL("irecv");
+  if (chan_recv(fd, st, sizeof(st)) != 2) FAIL("no result from the sender");
+  printf("[recv] badkey: write inside the buffer: status %d, one byte past it: status %d\n", st[0],
+         st[1]);
+  if (st[0] != IBV_WC_SUCCESS || st[1] != IBV_WC_REM_ACCESS_ERR)
+    FAIL("expected success inside and a remote access error past the posted buffer");
+  for (int i = 0; i < 8192; i++)
+    if (b[4096 + i] != 0x5A) FAIL("byte %d of the posted buffer was not written", i);
+  if (b[4095] != 0xA5 || b[4096 + 8192] != 0xA5) FAIL("a byte outside the posted buffer changed");
+  rail_verbs_conn_destroy(c);
   rail_verbs_mr_dereg(mr);
-  printf("[%s] badkey: the refused write failed the connection\n", role);
+  free(b);
+  printf("[recv] badkey: the credit's key covers exactly the posted buffer\n");
+  return 0;
+}
+
+/* badkey, sender: raw verbs (tests/unit/verbs/rogue.h) on the first send
+ * device, speaking the wire by hand. */
+static int run_badkey_sender(int fd) {
+  uint8_t info[RAIL_VERBS_INFO_BYTES], st[2];
+  struct rail_wire_verbs_credit cr;
+  const struct rail_verbs_port *p = rail_verbs_nic_port(nics[0]);
+  struct rogue g;
+  size_t n;
+  char ready = 'R';
+
+  if (rogue_open(&g, rail_verbs_api_get(), p->dev, p->gid_index) != 0 ||
+      rogue_info(&g, info, sizeof(info), &n) != 0)
+    FAIL("rogue sender set-up");
+  chan_send(fd, info, (uint32_t)n);
+  n = chan_recv(fd, info, sizeof(info));
+  if (rogue_join(&g, info, n) != 0) FAIL("rogue sender connect");
+  chan_send(fd, &ready, 1);
+  if (rogue_credit(&g, 1, NULL, NULL, &cr) != 0) FAIL("no credit from the receiver");
+  st[0] = (uint8_t)rogue_post(&g, IBV_WR_RDMA_WRITE, cr.e[0].addr, cr.e[0].rkey[0],
+                              (uint32_t)cr.e[0].size, 0);
+  st[1] = (uint8_t)rogue_post(&g, IBV_WR_RDMA_WRITE, cr.e[0].addr + cr.e[0].size, cr.e[0].rkey[0],
+                              1, 0);
+  chan_send(fd, st, 2);
+  rogue_close(&g);
   return 0;
 }
 
@@ -778,7 +800,9 @@ static int child(int is_sender, int fd, int status_fd) {
   if (strcmp(mode, "transport") == 0)
     return run_transport(is_sender, fd, is_sender ? opt.send_devs : opt.recv_devs);
   open_nics(is_sender ? opt.send_devs : opt.recv_devs);
-  c = connect_side(fd, is_sender, 1);
+  if (strcmp(mode, "badkey") == 0 && is_sender) return run_badkey_sender(fd);
+  /* badkey's hostile sender writes its result on the side channel. */
+  c = connect_side(fd, is_sender, strcmp(mode, "badkey") != 0);
   if (strcmp(mode, "sizes") == 0 || strncmp(mode, "stop-", 5) == 0) {
     if (strncmp(mode, "stop-", 5) == 0) streaming_fd = status_fd;
     rc = run_sizes(c, is_sender, 336);
@@ -787,7 +811,7 @@ static int child(int is_sender, int fd, int status_fd) {
   } else if (strcmp(mode, "bw") == 0) {
     rc = run_bw(c, is_sender);
   } else if (strcmp(mode, "badkey") == 0) {
-    rc = run_badkey(c, is_sender);
+    rc = run_badkey_receiver(c, fd);
     c = NULL; /* destroyed there */
   } else if (strcmp(mode, "portdown") == 0) {
     rc = run_portdown(c, is_sender, fd);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fake_util.h"
+#include "rogue.h"
 
 /* First in this binary: nothing has called the fake yet. */
 TEST(fork_init_comes_before_any_other_verbs_call) {
@@ -164,7 +165,151 @@ TEST(gpu_registrations_are_shared_only_while_the_allocation_is_the_same) {
   cu.mem_free(dp);
 }
 
+/* A plugin receiver on fake0 and the hostile sender connected to it. */
+static int rogue_pair(struct rogue *g, struct rail_verbs_conn **r) {
+  struct rail_verbs_conn_cfg cfg;
+  uint8_t info[RAIL_VERBS_INFO_BYTES];
+  size_t n;
+
+  if (fx_nics_open() != 0) return -1;
+  cfg = fx_cfg(1, 1, 5000);
+  if (rail_verbs_conn_create(&cfg, 0, r) != 0 || rogue_open(g, &fx_api, "fake0", 0) != 0 ||
+      rogue_info(g, info, sizeof(info), &n) != 0 || rail_verbs_conn_connect(*r, info, n) != 0 ||
+      rail_verbs_conn_info(*r, info, sizeof(info), &n) != 0)
+    return -1;
+  return rogue_join(g, info, n);
+}
+
+static void progress_conn(void *c) { rail_verbs_conn_progress(c); }
+
+#define ARENA (64 << 10)
+
+struct arena {
+  uint8_t *p;
+  struct rail_verbs_mr *mr;
+};
+
+static struct arena arena_new(int type) {
+  struct arena a = {malloc(ARENA), NULL};
+
+  memset(a.p, 0xA5, ARENA);
+  CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 1, a.p, ARENA, type, &a.mr), 0);
+  return a;
+}
+
+/* Posts one receive of [p, p + n) on r and reads its credit as the sender. */
+static struct rail_verbs_req *post_and_read_credit(struct rogue *g, struct rail_verbs_conn *r,
+                                                   uint32_t seq, void *p, size_t n,
+                                                   struct rail_verbs_mr *mr,
+                                                   struct rail_wire_verbs_credit *cr) {
+  struct rail_verbs_req *rq = NULL;
+
+  CHECK_EQ_INT(rail_verbs_recv_post(r, 1, &p, &n, NULL, &mr, &rq), 0);
+  CHECK(rq != NULL);
+  CHECK_EQ_INT(rogue_credit(g, seq, progress_conn, r, cr), 0);
+  return rq;
+}
+
+/* A credit's key covers exactly the posted buffer, not the registration
+ * around it: a write one byte past it is refused by the receiver's NIC, and
+ * nothing lands there. */
+TEST(a_credits_key_covers_exactly_the_posted_buffer) {
+  struct arena a = arena_new(RAIL_VERBS_MEM_HOST);
+  struct rail_wire_verbs_credit cr;
+  struct rail_verbs_conn *r = NULL;
+  uint64_t addr = 0, len = 0;
+  int access = 0;
+  struct rogue g;
+
+  CHECK_EQ_INT(rogue_pair(&g, &r), 0);
+  post_and_read_credit(&g, r, 1, a.p + 4096, 8192, a.mr, &cr);
+  CHECK_EQ_INT(cr.n, 1);
+  CHECK(cr.e[0].addr == (uintptr_t)a.p + 4096);
+  CHECK_EQ_INT(cr.e[0].size, 8192);
+  CHECK_EQ_INT(fx_ctl->mr_info(cr.e[0].rkey[0], &addr, &len, &access), 0);
+  CHECK(addr == (uintptr_t)a.p + 4096);
+  CHECK_EQ_INT(len, 8192);
+  CHECK(access & IBV_ACCESS_REMOTE_WRITE);
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE, cr.e[0].addr + 8192, cr.e[0].rkey[0], 1, 0),
+               IBV_WC_REM_ACCESS_ERR);
+  CHECK_EQ_INT(a.p[4096 + 8192], 0xA5);
+  CHECK_EQ_INT(a.p[4095], 0xA5);
+  rail_verbs_conn_destroy(r);
+  rogue_close(&g);
+  rail_verbs_mr_dereg(a.mr);
+  free(a.p);
+}
+
+/* Nobody may read the receiver's memory: not through a credit's key, not
+ * through its data QPs; host registrations allow no remote read at all,
+ * GPU ones only for the flush's loopback read. */
+TEST(remote_read_only_where_the_flush_needs_it) {
+  struct arena h = arena_new(RAIL_VERBS_MEM_HOST), d = arena_new(RAIL_VERBS_MEM_CUDA);
+  struct rail_wire_verbs_credit cr;
+  struct rail_verbs_conn *r = NULL;
+  struct fakeverbs_qp q;
+  uint64_t addr = 0, len = 0;
+  int access = 0;
+  struct fx_pair p;
+  struct rogue g;
+
+  CHECK_EQ_INT(rogue_pair(&g, &r), 0);
+  post_and_read_credit(&g, r, 1, h.p, 4096, h.mr, &cr);
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_READ, cr.e[0].addr, cr.e[0].rkey[0], 16, 0),
+               IBV_WC_REM_ACCESS_ERR);
+  CHECK_EQ_INT(fx_ctl->mr_info(rail_verbs_mr_on(h.mr, fx_nics[0])->lkey, &addr, &len, &access), 0);
+  CHECK_EQ_INT(access & IBV_ACCESS_REMOTE_READ, 0);
+  CHECK_EQ_INT(access & IBV_ACCESS_REMOTE_WRITE, 0);
+  CHECK_EQ_INT(fx_ctl->mr_info(rail_verbs_mr_on(d.mr, fx_nics[0])->lkey, &addr, &len, &access), 0);
+  CHECK(access & IBV_ACCESS_REMOTE_READ);
+  CHECK_EQ_INT(access & IBV_ACCESS_REMOTE_WRITE, 0);
+  rail_verbs_conn_destroy(r);
+  rogue_close(&g);
+  /* Both ends' data QPs take remote writes only. */
+  CHECK_EQ_INT(fx_pair_open(&p, 2, 2, 5000), 0);
+  CHECK_EQ_INT(fx_ctl->qp_info(fx_first_qpn(p.s), &q), 0);
+  CHECK_EQ_INT(q.access, IBV_ACCESS_REMOTE_WRITE);
+  CHECK_EQ_INT(fx_ctl->qp_info(fx_first_qpn(p.r), &q), 0);
+  CHECK_EQ_INT(q.access, IBV_ACCESS_REMOTE_WRITE);
+  fx_pair_close(&p);
+  rail_verbs_mr_dereg(h.mr);
+  rail_verbs_mr_dereg(d.mr);
+  free(h.p);
+  free(d.p);
+}
+
+/* A sender that writes more than the buffer holds (two parts of its whole
+ * size): the receive fails with -EMSGSIZE and a WARN naming the peer, and
+ * nothing lands past the buffer. */
+TEST(a_message_longer_than_its_buffer_fails_the_receive) {
+  struct arena a = arena_new(RAIL_VERBS_MEM_HOST);
+  struct rail_wire_verbs_credit cr;
+  struct rail_verbs_conn *r = NULL;
+  struct rail_verbs_req *rq;
+  size_t got = 0;
+  int done = 0;
+  struct rogue g;
+
+  CHECK_EQ_INT(rogue_pair(&g, &r), 0);
+  fx_log_reset();
+  rq = post_and_read_credit(&g, r, 1, a.p, 4096, a.mr, &cr);
+  for (int i = 0; i < 2; i++)
+    CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE_WITH_IMM, cr.e[0].addr, cr.e[0].rkey[0], 4096,
+                            rogue_imm(1, 2)),
+                 IBV_WC_SUCCESS);
+  CHECK_EQ_INT(fx_wait(rq, NULL, &got, 5, &done), -EMSGSIZE);
+  CHECK_EQ_INT(fx_warns_with("peer fake-peer"), 1);
+  CHECK_EQ_INT(a.p[4096], 0xA5);
+  rail_verbs_conn_destroy(r);
+  rogue_close(&g);
+  rail_verbs_mr_dereg(a.mr);
+  free(a.p);
+}
+
 RAIL_TEST_MAIN(fork_init_comes_before_any_other_verbs_call,
                fork_init_is_left_out_where_the_kernel_needs_none,
                a_remapped_host_address_gets_its_own_registration,
-               gpu_registrations_are_shared_only_while_the_allocation_is_the_same)
+               gpu_registrations_are_shared_only_while_the_allocation_is_the_same,
+               a_credits_key_covers_exactly_the_posted_buffer,
+               remote_read_only_where_the_flush_needs_it,
+               a_message_longer_than_its_buffer_fails_the_receive)
