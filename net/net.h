@@ -77,9 +77,10 @@ int rail_net_dereg_mr(void *comm, void *mhandle);
  * acknowledged enough). A send of up to NCCL_RAIL_INLINE_BYTES completes
  * once written to the socket; a larger one once the receiver holds every
  * byte (so that chunks of a failed rail can be sent again). Sizes above
- * RAIL_NET_MAX_P2P_BYTES are -EINVAL. irecv takes n = 1 only (max_recvs);
- * a message larger than the posted size fails that receive with -EMSGSIZE,
- * writes nothing, and the connection goes on. */
+ * RAIL_NET_MAX_P2P_BYTES are -EINVAL. irecv takes n buffers, 1 to the
+ * device's max_recvs (its transport's: 1 on sockets, 8 on verbs), completed
+ * together; a message larger than its posted size fails that receive with
+ * -EMSGSIZE, writes nothing, and the connection goes on. */
 int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                    void **request);
 int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,

@@ -185,7 +185,7 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   p.port = 0;
   p.latency_us = 0;
   p.max_comms = 65536;
-  p.max_recvs = 1;
+  p.max_recvs = d->transport->max_recvs;
   p.ndevs = d->nrails;
   memcpy(p.devs, d->members, sizeof(p.devs));
   p.max_p2p_bytes = RAIL_NET_MAX_P2P_BYTES;
@@ -343,12 +343,11 @@ int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, con
   int rc;
 
   if (c == NULL) return -EINVAL;
-  if (n != 1) {
-    RAIL_WARN("irecv with %d buffers: this device takes one (maxRecvs = 1)", n);
+  if (n < 1 || n > c->t->max_recvs) {
+    RAIL_WARN("irecv with %d buffers: this device takes 1 to %d (maxRecvs)", n, c->t->max_recvs);
     return -EINVAL;
   }
-  rc = c->t->irecv(c, data[0], sizes[0], tags != NULL ? tags[0] : 0,
-                   mhandles != NULL ? mhandles[0] : NULL, &r);
+  rc = c->t->irecv(c, n, data, sizes, tags, mhandles, &r);
   if (rc == 0) *request = r;
   return rc;
 }
@@ -360,25 +359,22 @@ int rail_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void 
   int rc;
 
   if (c == NULL) return -EINVAL;
-  if (n != 1) {
-    *request = NULL; /* maxRecvs = 1: NCCL never groups; nothing of ours to flush */
+  if (n < 1 || n > c->t->max_recvs) {
+    *request = NULL; /* NCCL never flushes more buffers than it received into */
     return 0;
   }
-  rc = c->t->iflush(c, data[0], sizes[0], mhandles != NULL ? mhandles[0] : NULL, &r);
+  rc = c->t->iflush(c, n, data, sizes, mhandles, &r);
   if (rc == 0) *request = r;
   return rc;
 }
 
 int rail_net_test(void *request, int *done, int *sizes) {
   struct rail_xreq *r = request;
-  int d = 0, size = 0, rc;
+  int d = 0, rc;
 
   if (r == NULL) return -EINVAL;
-  rc = r->t->test(r, &d, &size);
-  if (rc == 0) {
-    *done = d;
-    if (d && sizes != NULL) sizes[0] = size;
-  }
+  rc = r->t->test(r, &d, sizes);
+  if (rc == 0) *done = d;
   return rc;
 }
 

@@ -45,6 +45,9 @@ struct rail_transport {
   /* Whether data moves on TCP data sockets beside the control stream: a
    * hello for this transport must then name K >= 1 of them, else K == 0. */
   int uses_data_sockets;
+  /* The largest n irecv takes: NCCL's maxRecvs for this transport's
+   * devices (1 = no grouped receives). */
+  int max_recvs;
   /* Data sockets per rail that setup opens for a connection (K). */
   int (*data_streams)(int speed_mbps, int nrails);
   /* Takes ownership of every fd in links, whatever it returns. */
@@ -62,13 +65,16 @@ struct rail_transport {
   int (*dereg_mr)(struct rail_conn *c, void *mhandle);
   int (*isend)(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
                struct rail_xreq **request);
-  /* n == 1 (devices report maxRecvs 1; rail_net.c checks). */
-  int (*irecv)(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
-               struct rail_xreq **request);
-  /* *request NULL: nothing to flush. */
-  int (*iflush)(struct rail_conn *c, void *data, int size, void *mhandle,
+  /* n buffers, 1..max_recvs (net.c checks), completed together as one
+   * request: sizes are capacities, tags pick the buffer each send lands in. */
+  int (*irecv)(struct rail_conn *c, int n, void **data, const size_t *sizes, const int *tags,
+               void **mhandles, struct rail_xreq **request);
+  /* The n buffers of a completed receive. *request NULL: nothing to flush. */
+  int (*iflush)(struct rail_conn *c, int n, void **data, const int *sizes, void **mhandles,
                 struct rail_xreq **request);
-  int (*test)(struct rail_xreq *r, int *done, int *size);
+  /* sizes: NULL, or room for one int (a send) or the receive's n; written
+   * when done. */
+  int (*test)(struct rail_xreq *r, int *done, int *sizes);
   int (*stats)(struct rail_conn *c, struct rail_net_stats *st);
   int (*rail_down)(struct rail_conn *c, int rail);
 };

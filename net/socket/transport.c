@@ -63,24 +63,30 @@ static int rail_st_isend(struct rail_conn *c, void *data, size_t size, int tag, 
   return rc;
 }
 
-static int rail_st_irecv(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
-                         struct rail_xreq **request) {
+/* One buffer only (max_recvs 1). */
+static int rail_st_irecv(struct rail_conn *c, int n, void **data, const size_t *sizes,
+                         const int *tags, void **mhandles, struct rail_xreq **request) {
   struct rail_req *r = NULL;
-  int rc = rail_engine_irecv(rail_st_comm(c), data, size, tag, &r);
+  int rc =
+      n == 1 ? rail_engine_irecv(rail_st_comm(c), data[0], sizes[0], tags != NULL ? tags[0] : 0, &r)
+             : -EINVAL;
 
   if (rc == 0) *request = r != NULL ? &r->base : NULL;
   return rc;
 }
 
 /* The receiving thread wrote host memory itself: nothing to flush. */
-static int rail_st_iflush(struct rail_conn *c, void *data, int size, void *mhandle,
-                          struct rail_xreq **request) {
+static int rail_st_iflush(struct rail_conn *c, int n, void **data, const int *sizes,
+                          void **mhandles, struct rail_xreq **request) {
   *request = NULL;
   return 0;
 }
 
-static int rail_st_test(struct rail_xreq *r, int *done, int *size) {
-  return rail_engine_test((struct rail_req *)r, done, size);
+static int rail_st_test(struct rail_xreq *r, int *done, int *sizes) {
+  int size = 0, rc = rail_engine_test((struct rail_req *)r, done, &size);
+
+  if (rc == 0 && *done && sizes != NULL) sizes[0] = size;
+  return rc;
 }
 
 static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
@@ -126,6 +132,7 @@ const struct rail_transport rail_transport_socket = {
     .reg_mr_dmabuf = rail_st_reg_mr_dmabuf,
     .dereg_mr = rail_st_dereg_mr,
     .isend = rail_st_isend,
+    .max_recvs = 1,
     .irecv = rail_st_irecv,
     .iflush = rail_st_iflush,
     .test = rail_st_test,

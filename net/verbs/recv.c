@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "net/verbs/conn_state.h"
 
-int rail_verbs_recv_max(void) { return 1; }
+int rail_verbs_recv_max(void) { return RAIL_VERBS_MAX_RECVS; }
 
 int rail_verbs_recv_post_wr(struct rail_verbs_conn *c, int li) {
   struct ibv_recv_wr wr, *bad;

@@ -123,7 +123,8 @@ struct rail_vt_req {
   struct rail_vt_req *next_free;
   struct rail_vt_comm *comm;
   struct rail_verbs_req *r;
-  size_t bytes; /* what it moves (send size, receive capacity) */
+  size_t bytes; /* what it moves (send size, receive capacities) */
+  int n;        /* sizes test() reports: 1 for a send, a receive's n, 0 for a flush */
 };
 
 /* Requests NCCL may hold at once: every send the wire takes, or every
@@ -415,37 +416,51 @@ static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int ta
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
   w = rail_vt_req_get(c, size);
   if (w == NULL) return 0; /* all slots busy: NCCL retries */
+  w->n = 1;
   return rail_vt_req_publish(w, rail_verbs_send_post(c->conn, data, size, tag, mhandle, &w->r),
                              request);
 }
 
-static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
-                         struct rail_xreq **request) {
+static int rail_vt_irecv(struct rail_conn *conn, int n, void **data, const size_t *sizes,
+                         const int *tags, void **mhandles, struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
+  size_t bytes = 0;
 
   *request = NULL;
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
-  w = rail_vt_req_get(c, size);
+  for (int i = 0; i < n; i++)
+    bytes += sizes[i];
+  w = rail_vt_req_get(c, bytes);
   if (w == NULL) return 0;
-  return rail_vt_req_publish(w,
-                             rail_verbs_recv_post(c->conn, 1, &data, &size, &tag,
-                                                  (struct rail_verbs_mr **)&mhandle, &w->r),
-                             request);
+  w->n = n;
+  return rail_vt_req_publish(
+      w,
+      rail_verbs_recv_post(c->conn, n, data, sizes, tags, (struct rail_verbs_mr **)mhandles, &w->r),
+      request);
 }
 
-static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mhandle,
-                          struct rail_xreq **request) {
+/* Only GPU memory written by the NIC needs the read-back. */
+static int rail_vt_needs_flush(int n, const int *sizes, void **mhandles) {
+  for (int i = 0; i < n; i++)
+    if (sizes[i] > 0 && mhandles != NULL && mhandles[i] != NULL &&
+        rail_verbs_mr_type(mhandles[i]) != RAIL_VERBS_MEM_HOST)
+      return 1;
+  return 0;
+}
+
+static int rail_vt_iflush(struct rail_conn *conn, int n, void **data, const int *sizes,
+                          void **mhandles, struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
 
   *request = NULL;
-  /* Only GPU memory written by the NIC needs the read-back. */
-  if (size == 0 || mhandle == NULL || rail_verbs_mr_type(mhandle) == RAIL_VERBS_MEM_HOST) return 0;
+  if (!rail_vt_needs_flush(n, sizes, mhandles)) return 0;
   w = rail_vt_req_get(c, 0);
   if (w == NULL) return 0;
+  w->n = 0;
   return rail_vt_req_publish(
-      w, rail_verbs_flush_post(c->conn, 1, &data, &size, (struct rail_verbs_mr **)&mhandle, &w->r),
+      w, rail_verbs_flush_post(c->conn, n, data, sizes, (struct rail_verbs_mr **)mhandles, &w->r),
       request);
 }
 
@@ -465,7 +480,7 @@ static void rail_vt_nap(const struct rail_vt_req *w) {
   if (nap.tv_nsec > 0) nanosleep(&nap, NULL);
 }
 
-static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
+static int rail_vt_test(struct rail_xreq *request, int *done, int *sizes) {
   struct rail_vt_req *w = (struct rail_vt_req *)request;
   size_t sz[RAIL_VERBS_MAX_RECVS] = {0};
   int rc;
@@ -477,7 +492,8 @@ static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
   }
   if (!*done) rail_vt_nap(w);
   if (*done) {
-    if (size != NULL) *size = (int)sz[0];
+    for (int i = 0; sizes != NULL && i < w->n; i++)
+      sizes[i] = (int)sz[i];
     rail_vt_req_put(w);
   }
   return 0;
@@ -510,6 +526,7 @@ const struct rail_transport rail_transport_verbs = {
     .reg_mr_dmabuf = rail_vt_reg_mr_dmabuf,
     .dereg_mr = rail_vt_dereg_mr,
     .isend = rail_vt_isend,
+    .max_recvs = RAIL_VERBS_MAX_RECVS,
     .irecv = rail_vt_irecv,
     .iflush = rail_vt_iflush,
     .test = rail_vt_test,

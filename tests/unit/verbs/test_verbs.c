@@ -18,6 +18,7 @@
 #include "net/verbs/dev.h"
 #include "net/verbs/gdr.h"
 #include "net/verbs/transport.h"
+#include "net/core/wire.h"
 #include "net/verbs/nic.h"
 #include "common/log.h"
 #include "common/param.h"
@@ -499,6 +500,122 @@ TEST(test_naps_an_eighth_of_a_large_message_at_port_speed) {
   CHECK_EQ_INT(rail_vt_nap_ns(1u << 30, 10000), 50000);
 }
 
+/* ---- wire formats (net/core/wire.h) ---- */
+
+static struct rail_wire_verbs_info info_2x2(void) {
+  struct rail_wire_verbs_info v;
+
+  memset(&v, 0, sizeof(v));
+  v.is_sender = 1;
+  v.nrails = 2;
+  v.qps = 2;
+  v.fifo_addr = 0x7f0000001000ull;
+  v.landing_addr = 0x7f0000002000ull;
+  for (int r = 0; r < 2; r++) {
+    v.rails[r].gid[0] = 0xfe;
+    v.rails[r].link = RAIL_VERBS_LINK_ETH;
+    v.rails[r].mtu = 5;
+    v.rails[r].fifo_rkey = 0x100u + (uint32_t)r;
+    for (int q = 0; q < 2; q++) {
+      v.rails[r].qpn[q] = 0x11u + (uint32_t)(r * 2 + q);
+      v.rails[r].psn[q] = 0xabcdeu;
+    }
+  }
+  return v;
+}
+
+/* Connection info round-trips; anything else the peer might send is
+ * refused: short, long, another version, counts out of range, 24-bit
+ * fields wider. */
+TEST(connection_info_decoder_refuses_what_it_does_not_expect) {
+  struct rail_wire_verbs_info v = info_2x2(), w;
+  uint8_t b[RAIL_WIRE_VERBS_INFO_MAX + 8];
+  size_t n = 0;
+
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, sizeof(b), &n), 0);
+  CHECK_EQ_INT(n, 24 + 2 * (28 + 16));
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), 0);
+  CHECK_EQ_INT(w.rails[1].qpn[1], 0x14);
+  CHECK(w.landing_addr == v.landing_addr);
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n - 1, &w), -EPROTO);
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n + 1, &w), -EPROTO);
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, n - 1, &n), -ENOSPC);
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, sizeof(b), &n), 0);
+  b[4] = 1; /* version */
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), -EPROTONOSUPPORT);
+  b[4] = RAIL_WIRE_VERBS_INFO_VERSION;
+  b[6] = 5; /* rails */
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), -EPROTO);
+  b[6] = 2;
+  b[24 + 28 + 3] = 1; /* rail 0's first QP number: 25 bits */
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), -EPROTO);
+  v.qps = 0;
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, sizeof(b), &n), -EINVAL);
+}
+
+/* A credit whose buffer would wrap the address space, claims more than 1
+ * GiB or more than 8 buffers, or whose two sequence words differ (torn) is
+ * refused. */
+TEST(credit_decoder_refuses_overflow_counts_and_torn_slots) {
+  struct rail_wire_verbs_credit c, d;
+  uint8_t slot[RAIL_WIRE_VERBS_CREDIT_BYTES];
+
+  memset(&c, 0, sizeof(c));
+  c.seq = 77;
+  c.n = 2;
+  c.nrails = 2;
+  c.e[0] = (struct rail_wire_verbs_entry){0x1000, 4096, 3, {1, 2, 0, 0}};
+  c.e[1] = (struct rail_wire_verbs_entry){0x9000, 0, 4, {0, 0, 0, 0}};
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), 0);
+  CHECK_EQ_INT(d.n, 2);
+  CHECK_EQ_INT(d.e[1].tag, 4);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot) - 1, &d), -EPROTO);
+  slot[sizeof(slot) - 4] ^= 1;
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.e[0].addr = UINT64_MAX - 100;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.e[0].addr = 0x1000;
+  c.e[0].size = (1ull << 30) + 1;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.e[0].size = 4096;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  slot[5] = 9; /* buffers */
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.n = 9;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), -EINVAL);
+}
+
+TEST(record_and_immediate_decoders_refuse_what_they_do_not_expect) {
+  struct rail_wire_verbs_imm m = {0xbeef, 16, 7, 1, 1}, k;
+  uint8_t h[RAIL_WIRE_VERBS_REC_HEAD];
+  uint32_t len = 0;
+  int type = 0;
+
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_INFO, 104);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), 0);
+  CHECK_EQ_INT(type, RAIL_WIRE_VERBS_REC_INFO);
+  CHECK_EQ_INT(len, 104);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h) - 1, &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_INFO, RAIL_WIRE_VERBS_INFO_MAX + 1);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_READY, 1);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, 3, 0);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_READY, 0);
+  h[4] = 1;
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTONOSUPPORT);
+  CHECK_EQ_INT(rail_wire_verbs_imm_decode(rail_wire_verbs_imm_encode(&m), &k), 0);
+  CHECK_EQ_INT(k.seq16, 0xbeef);
+  CHECK_EQ_INT(k.nparts, 16);
+  CHECK_EQ_INT(k.entry, 7);
+  CHECK(k.trunc && k.aborted);
+  CHECK_EQ_INT(rail_wire_verbs_imm_decode(1u << 25, &k), -EPROTO);
+}
+
 RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                library_without_verbs_symbols_is_refused,
                real_library_resolves_every_required_symbol, gid_prefers_roce_v2_ipv4_mapped,
@@ -512,4 +629,7 @@ RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                host_without_rdma_reports_no_devices_and_sockets_are_used,
                transport_choice_follows_ports_and_override,
                gpu_registration_is_not_advertised_without_cuda,
-               test_naps_an_eighth_of_a_large_message_at_port_speed)
+               test_naps_an_eighth_of_a_large_message_at_port_speed,
+               connection_info_decoder_refuses_what_it_does_not_expect,
+               credit_decoder_refuses_overflow_counts_and_torn_slots,
+               record_and_immediate_decoders_refuse_what_they_do_not_expect)

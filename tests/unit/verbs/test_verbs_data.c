@@ -207,6 +207,122 @@ TEST(flush_after_a_receive_into_device_memory) {
   buf_free(&r);
 }
 
+/* A grouped receive: n buffers with tags, completed as one request; each
+ * send lands in the buffer whose tag it carries, whatever order the sends
+ * come in (NCCL's maxRecvs, 8 as its IB transport). */
+TEST(grouped_receives_take_each_send_by_its_tag) {
+  enum { N = RAIL_VERBS_MAX_RECVS, SLOT = 1 << 20 };
+  static const int order[N] = {5, 2, 7, 0, 3, 6, 1, 4};
+  struct buf s = buf_new((size_t)N * SLOT, RAIL_VERBS_MEM_HOST);
+  struct buf r = buf_new((size_t)N * SLOT, RAIL_VERBS_MEM_HOST);
+  struct rail_verbs_req *sq[N], *rq = NULL, *bad = NULL;
+  struct rail_verbs_mr *mrs[N + 1];
+  void *data[N + 1];
+  size_t cap[N + 1], len[N], got[N];
+  int tags[N + 1], done = 0;
+  struct fx_pair p;
+
+  CHECK_EQ_INT(fx_pair_open(&p, 2, 2, 5000), 0);
+  for (int i = 0; i < N; i++) {
+    data[i] = r.p + (size_t)i * SLOT;
+    cap[i] = SLOT;
+    tags[i] = 100 + i;
+    mrs[i] = r.mr;
+    len[i] = i == 3 ? 0 : (size_t)(i + 1) * 70001 % SLOT;
+    fx_fill(s.p + (size_t)i * SLOT, len[i], (unsigned)i);
+  }
+  CHECK_EQ_INT(rail_verbs_recv_post(p.r, N + 1, data, cap, tags, mrs, &bad), -EINVAL);
+  CHECK_EQ_INT(rail_verbs_recv_post(p.r, N, data, cap, tags, mrs, &rq), 0);
+  CHECK(rq != NULL);
+  for (int k = 0; k < N; k++) {
+    int i = order[k];
+    CHECK_EQ_INT(rail_verbs_send_post(p.s, s.p + (size_t)i * SLOT, len[i], 100 + i, s.mr, &sq[k]),
+                 0);
+  }
+  CHECK_EQ_INT(fx_wait(rq, p.s, got, 10, &done), 0);
+  CHECK(done);
+  for (int i = 0; i < N; i++) {
+    CHECK_EQ_INT(got[i], len[i]);
+    CHECK(memcmp(s.p + (size_t)i * SLOT, r.p + (size_t)i * SLOT, len[i]) == 0);
+  }
+  for (int k = 0; k < N; k++) {
+    size_t sent = 0;
+    CHECK_EQ_INT(fx_wait(sq[k], p.r, &sent, 10, &done), 0);
+    CHECK_EQ_INT(sent, len[order[k]]);
+  }
+  fx_pair_close(&p);
+  buf_free(&s);
+  buf_free(&r);
+}
+
+/* Matching is first come, first served per connection: tags only pick a
+ * buffer within the oldest group. Two groups with the same tags take the
+ * sends in order; a send whose tag is not in the oldest group waits for a
+ * later one, and later sends still fill the oldest. */
+TEST(grouped_receives_match_in_order_and_by_tag) {
+  struct buf s = buf_new(8 * 4096, RAIL_VERBS_MEM_HOST), r = buf_new(8 * 4096, RAIL_VERBS_MEM_HOST);
+  struct rail_verbs_req *sq[5], *rq[3];
+  struct rail_verbs_mr *mrs[2] = {r.mr, r.mr};
+  static const int stags[5] = {2, 3, 1, 1, 2};
+  size_t cap[2] = {4096, 4096}, got[2];
+  int t12[2] = {1, 2}, t3[1] = {3}, done = 0;
+  struct fx_pair p;
+  void *d[2];
+
+  CHECK_EQ_INT(fx_pair_open(&p, 1, 1, 5000), 0);
+  for (int i = 0; i < 5; i++)
+    memset(s.p + (size_t)i * 4096, 'a' + i, 4096);
+  d[0] = r.p, d[1] = r.p + 4096;
+  CHECK_EQ_INT(rail_verbs_recv_post(p.r, 2, d, cap, t12, mrs, &rq[0]), 0);
+  d[0] = r.p + 2 * 4096;
+  CHECK_EQ_INT(rail_verbs_recv_post(p.r, 1, d, cap, t3, mrs, &rq[1]), 0);
+  d[0] = r.p + 3 * 4096, d[1] = r.p + 4 * 4096;
+  CHECK_EQ_INT(rail_verbs_recv_post(p.r, 2, d, cap, t12, mrs, &rq[2]), 0);
+  for (int i = 0; i < 5; i++)
+    CHECK_EQ_INT(
+        rail_verbs_send_post(p.s, s.p + (size_t)i * 4096, 100 + (size_t)i, stags[i], s.mr, &sq[i]),
+        0);
+  /* Group 1 {1, 2}: sends 2 (tag 1) and 0 (tag 2); group 2 {3}: send 1;
+   * group 3 {1, 2}: sends 3 and 4. */
+  CHECK_EQ_INT(fx_wait(rq[0], p.s, got, 10, &done), 0);
+  CHECK(got[0] == 102 && r.p[0] == 'c' && got[1] == 100 && r.p[4096] == 'a');
+  CHECK_EQ_INT(fx_wait(rq[1], p.s, got, 10, &done), 0);
+  CHECK(got[0] == 101 && r.p[2 * 4096] == 'b');
+  CHECK_EQ_INT(fx_wait(rq[2], p.s, got, 10, &done), 0);
+  CHECK(got[0] == 103 && r.p[3 * 4096] == 'd' && got[1] == 104 && r.p[4 * 4096] == 'e');
+  for (int i = 0; i < 5; i++)
+    CHECK_EQ_INT(fx_wait(sq[i], p.r, NULL, 10, &done), 0);
+  fx_pair_close(&p);
+  buf_free(&s);
+  buf_free(&r);
+}
+
+/* One buffer of a group too small: that send fails, the others go, and the
+ * group fails with -EMSGSIZE; the connection goes on. */
+TEST(a_grouped_receive_with_a_buffer_too_small_fails_as_one) {
+  struct buf s = buf_new(3 * 8192, RAIL_VERBS_MEM_HOST), r = buf_new(3 * 8192, RAIL_VERBS_MEM_HOST);
+  struct rail_verbs_mr *mrs[3] = {r.mr, r.mr, r.mr};
+  struct rail_verbs_req *sq[3], *rq = NULL;
+  size_t cap[3] = {8192, 100, 8192};
+  int tags[3] = {0, 1, 2}, done = 0;
+  void *d[3] = {r.p, r.p + 8192, r.p + 2 * 8192};
+  struct fx_pair p;
+
+  CHECK_EQ_INT(fx_pair_open(&p, 2, 1, 5000), 0);
+  CHECK_EQ_INT(rail_verbs_recv_post(p.r, 3, d, cap, tags, mrs, &rq), 0);
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ_INT(rail_verbs_send_post(p.s, s.p + (size_t)i * 8192, 5000, i, s.mr, &sq[i]), 0);
+  CHECK_EQ_INT(fx_wait(rq, p.s, NULL, 10, &done), -EMSGSIZE);
+  CHECK_EQ_INT(fx_wait(sq[0], p.r, NULL, 10, &done), 0);
+  CHECK_EQ_INT(fx_wait(sq[1], p.r, NULL, 10, &done), -EMSGSIZE);
+  CHECK_EQ_INT(fx_wait(sq[2], p.r, NULL, 10, &done), 0);
+  CHECK(r.p[8192] == 0xA5 && r.p[8192 + 99] == 0xA5); /* nothing landed in the small one */
+  one_message(&p, 3000, 1, 11);
+  fx_pair_close(&p);
+  buf_free(&s);
+  buf_free(&r);
+}
+
 /* Both ends must agree on rails and QPs per rail. */
 TEST(a_peer_with_other_qps_per_rail_is_refused) {
   struct rail_verbs_conn_cfg a, b;
@@ -235,4 +351,7 @@ TEST(a_peer_with_other_qps_per_rail_is_refused) {
 RAIL_TEST_MAIN(sizes_from_0_to_64mib_on_one_rail, sizes_striped_over_two_rails_of_two_qps,
                small_messages_go_whole_and_alternate_over_the_rails, a_full_window_of_random_sizes,
                truncation_fails_both_ends_and_the_connection_goes_on,
-               flush_after_a_receive_into_device_memory, a_peer_with_other_qps_per_rail_is_refused)
+               flush_after_a_receive_into_device_memory, a_peer_with_other_qps_per_rail_is_refused,
+               grouped_receives_take_each_send_by_its_tag,
+               grouped_receives_match_in_order_and_by_tag,
+               a_grouped_receive_with_a_buffer_too_small_fails_as_one)
