@@ -55,7 +55,8 @@ struct rail_verbs_mr_entry {
   uintptr_t base, end; /* page-aligned range (dma-buf: the registered range) */
   int type;
   int access;
-  int refs;
+  int refs;      /* handles holding it */
+  int wins_busy; /* its windows held by posted receives: they keep it too */
   int shareable;
   uint64_t id_first, id_last; /* GPU memory: the allocation ids it was made for */
   struct ibv_mr *mr;
@@ -127,6 +128,15 @@ static void rail_verbs_mr_entry_free(struct rail_verbs_nic *nic, struct rail_ver
   free(e);
 }
 
+/* One holder less (a handle, or a window in use); the NIC's lock is held.
+ * The last one frees the entry: a receive still posted into memory whose
+ * handle was released (NCCL closes comms with receives pending) keeps the
+ * entry, and what the NIC may still write stays registered, until the
+ * receive is released. */
+static void rail_verbs_mr_entry_unhold(struct rail_verbs_nic *nic, struct rail_verbs_mr_entry *e) {
+  if (e->refs == 0 && e->wins_busy == 0) rail_verbs_mr_entry_free(nic, e);
+}
+
 static void rail_verbs_cache_put(struct rail_verbs_nic *nic, struct rail_verbs_mr_entry *e) {
   pthread_mutex_lock(&nic->lock);
   for (struct rail_verbs_mr_entry *o = nic->cache; o != NULL; o = o->next)
@@ -138,7 +148,7 @@ static void rail_verbs_cache_put(struct rail_verbs_nic *nic, struct rail_verbs_m
         break;
       }
     }
-    rail_verbs_mr_entry_free(nic, e);
+    rail_verbs_mr_entry_unhold(nic, e);
   }
   pthread_mutex_unlock(&nic->lock);
 }
@@ -286,7 +296,8 @@ void rail_verbs_mr_dereg(struct rail_verbs_mr *mr) {
   for (int i = 0; i < mr->n; i++) {
     if (mr->dmabuf) {
       pthread_mutex_lock(&mr->nics[i]->lock);
-      rail_verbs_mr_entry_free(mr->nics[i], mr->e[i]);
+      mr->e[i]->refs--;
+      rail_verbs_mr_entry_unhold(mr->nics[i], mr->e[i]);
       pthread_mutex_unlock(&mr->nics[i]->lock);
     } else {
       rail_verbs_cache_put(mr->nics[i], mr->e[i]);
@@ -371,7 +382,7 @@ int rail_verbs_mr_window_get(struct rail_verbs_mr *mr, struct rail_verbs_nic *ni
   e->wins = w;
   e->nwins++;
 take:
-  w->uses++;
+  if (w->uses++ == 0) e->wins_busy++;
   *out = w;
 unlock:
   pthread_mutex_unlock(&nic->lock);
@@ -381,9 +392,11 @@ unlock:
 uint32_t rail_verbs_mr_window_rkey(const struct rail_verbs_win *w) { return w->mr->rkey; }
 
 void rail_verbs_mr_window_put(struct rail_verbs_nic *nic, struct rail_verbs_win *w) {
+  struct rail_verbs_mr_entry *e = w->e;
+
   pthread_mutex_lock(&nic->lock);
-  w->uses--;
-  w->last = ++w->e->clock;
+  w->last = ++e->clock;
+  if (--w->uses == 0 && --e->wins_busy == 0) rail_verbs_mr_entry_unhold(nic, e);
   pthread_mutex_unlock(&nic->lock);
 }
 

@@ -182,6 +182,8 @@ int fk_wire_start(void);
 /* Sends w of qp to the process owning qp's destination GID: 0 when sent
  * (w is then FK_WR_INFLIGHT), -1 when that process cannot be reached. */
 int fk_wire_send(struct fk_qp *qp, struct fk_swr *w);
+/* Takes the answers waiting on this process's streams (from poll_cq). */
+void fk_wire_pull(void);
 /* A receive was posted on qp: places what was held for it. */
 void fk_wire_release_held(struct fk_qp *qp);
 /* qp is being destroyed: drops what was held for it. */

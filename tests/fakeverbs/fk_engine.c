@@ -472,6 +472,7 @@ int fk_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc) {
   int got = 0;
 
   pthread_mutex_lock(&fk.lock);
+  fk_wire_pull();
   fk_busy_run(1);
   while (got < n && cq->count > 0) {
     struct fk_cqe *e = &cq->ring[cq->head];

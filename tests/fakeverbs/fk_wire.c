@@ -138,6 +138,8 @@ static void fk_answer(struct fk_conn *c, const struct fk_pkt *req, int type, int
   fk_out_push(c, o);
 }
 
+static int fk_conn_write(struct fk_conn *c);
+
 /* ---- requests out --------------------------------------------------------- */
 
 static struct fk_conn *fk_conn_to(pid_t pid) {
@@ -192,6 +194,7 @@ int fk_wire_send(struct fk_qp *qp, struct fk_swr *w) {
 
 /* Sends what the socket takes: 0, or -1 when the peer is gone. */
 static int fk_conn_write(struct fk_conn *c) {
+  if (c->dead) return -1;
   while (c->out_head != NULL) {
     struct fk_out *o = c->out_head;
     struct iovec iov[1 + FK_MAX_SGE];
@@ -319,9 +322,13 @@ static void fk_rx_write_end(struct fk_conn *c) {
     return;
   }
   if (c->rx_status == IBV_WC_SUCCESS && dst == NULL) c->rx_status = FK_ST_NO_ANSWER;
+  /* The acknowledgement leaves before the completion is seen here, as an
+   * HCA's does: a process that exits once it sees its data cannot take the
+   * sender's acknowledgement with it. */
+  fk_answer(c, &c->rx, FK_PKT_ACK, c->rx_status, NULL, 0);
+  fk_conn_write(c);
   if (c->rx_status == IBV_WC_SUCCESS && c->rx.type == FK_PKT_WRITE_IMM)
     fk_place_recv(dst, c->rx.src_qpn, c->rx.imm, c->rx.len);
-  fk_answer(c, &c->rx, FK_PKT_ACK, c->rx_status, NULL, 0);
 }
 
 static void fk_rx_read(struct fk_conn *c) {
@@ -524,6 +531,14 @@ static void fk_conn_dead(struct fk_conn *c) {
         if (w->state == FK_WR_INFLIGHT) fk_rx_answer(qp, w, FK_ST_NO_ANSWER, 0);
     }
   }
+}
+
+void fk_wire_pull(void) {
+  /* Answers already on the sockets are taken now, not when the HCA thread
+   * next runs: a completion the peer's HCA sent before its process exited
+   * is then seen before that exit is. */
+  for (struct fk_conn *c = fk_w.conns; c != NULL; c = c->next)
+    if (!c->dead && c->pid != 0 && fk_conn_read(c) != 0) fk_conn_dead(c);
 }
 
 static void fk_conns_reap(void) {

@@ -306,10 +306,36 @@ TEST(a_message_longer_than_its_buffer_fails_the_receive) {
   free(a.p);
 }
 
+/* NCCL closes comms with receives still posted, after releasing their
+ * memory: the windows those receives hold keep what the NIC may still write
+ * registered until the connection lets go of them, then everything goes. */
+TEST(a_receive_posted_into_released_memory_is_freed_with_its_connection) {
+  struct buf {
+    uint8_t *p;
+    struct rail_verbs_mr *mr;
+  } b = {malloc(65536), NULL};
+  struct rail_verbs_req *rq[3];
+  struct fakeverbs_stats a, z;
+  struct fx_pair p;
+
+  CHECK_EQ_INT(fx_nics_open(), 0);
+  fx_ctl->stats(&a);
+  CHECK_EQ_INT(fx_pair_open(&p, 2, 1, 5000), 0);
+  CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 2, b.p, 65536, RAIL_VERBS_MEM_HOST, &b.mr), 0);
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ_INT(fx_recv(&p, b.p + i * 4096, 4096, b.mr, &rq[i]), 0);
+  rail_verbs_mr_dereg(b.mr);
+  fx_pair_close(&p);
+  fx_ctl->stats(&z);
+  CHECK_EQ_INT(z.reg_mr_calls - a.reg_mr_calls, z.dereg_mr_calls - a.dereg_mr_calls);
+  free(b.p);
+}
+
 RAIL_TEST_MAIN(fork_init_comes_before_any_other_verbs_call,
                fork_init_is_left_out_where_the_kernel_needs_none,
                a_remapped_host_address_gets_its_own_registration,
                gpu_registrations_are_shared_only_while_the_allocation_is_the_same,
                a_credits_key_covers_exactly_the_posted_buffer,
                remote_read_only_where_the_flush_needs_it,
-               a_message_longer_than_its_buffer_fails_the_receive)
+               a_message_longer_than_its_buffer_fails_the_receive,
+               a_receive_posted_into_released_memory_is_freed_with_its_connection)
