@@ -5,7 +5,7 @@
  * sockets it hands them to the transport the two ends agreed on:
  *  - socket (socket_transport.c over engine.c): per rail a control stream
  *    and K data streams; chunks striped over the streams;
- *  - verbs (verbs_transport.c over verbs_wire.c): rail 0's control stream
+ *  - verbs (net/verbs/transport.c over net/verbs/conn.c and its parts): rail 0's control stream
  *    becomes the side channel for queue-pair metadata and peer-death
  *    watch; RDMA writes carry the data, striped over the rails' QPs.
  *
