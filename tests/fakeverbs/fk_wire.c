@@ -346,6 +346,19 @@ static void fk_rx_read(struct fk_conn *c) {
   fk_answer(c, &c->rx, FK_PKT_READ_RESP, st, copy, c->rx.len);
 }
 
+/* A held write is answered with status and freed. */
+static void fk_held_done(struct fk_held *h, int status) {
+  if (h->conn != NULL) {
+    struct fk_pkt req;
+    memset(&req, 0, sizeof(req));
+    req.src_qpn = h->src_qpn;
+    req.seq = h->seq;
+    fk_answer(h->conn, &req, FK_PKT_ACK, status, NULL, 0);
+  }
+  free(h->data);
+  free(h);
+}
+
 void fk_wire_release_held(struct fk_qp *qp) {
   while (qp->held_head != NULL) {
     struct fk_held *h = qp->held_head;
@@ -360,15 +373,7 @@ void fk_wire_release_held(struct fk_qp *qp) {
       if (mem != NULL) fk_dma(mem, h->data, h->len);
       if (h->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) fk_place_recv(qp, h->src_qpn, h->imm, h->len);
     }
-    if (h->conn != NULL) {
-      struct fk_pkt req;
-      memset(&req, 0, sizeof(req));
-      req.src_qpn = h->src_qpn;
-      req.seq = h->seq;
-      fk_answer(h->conn, &req, FK_PKT_ACK, st, NULL, 0);
-    }
-    free(h->data);
-    free(h);
+    fk_held_done(h, st);
     if (qp->state == IBV_QPS_ERR) return; /* to_error dropped the rest */
   }
 }
@@ -377,15 +382,7 @@ void fk_wire_drop_held(struct fk_qp *qp) {
   while (qp->held_head != NULL) {
     struct fk_held *h = qp->held_head;
     qp->held_head = h->next;
-    if (h->conn != NULL) {
-      struct fk_pkt req;
-      memset(&req, 0, sizeof(req));
-      req.src_qpn = h->src_qpn;
-      req.seq = h->seq;
-      fk_answer(h->conn, &req, FK_PKT_ACK, FK_ST_NO_ANSWER, NULL, 0);
-    }
-    free(h->data);
-    free(h);
+    fk_held_done(h, FK_ST_NO_ANSWER);
   }
   qp->held_tail = NULL;
 }

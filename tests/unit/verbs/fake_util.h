@@ -10,7 +10,9 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -40,6 +42,32 @@ static inline void fx_logger(int level, unsigned long flags, const char *file, i
     snprintf(fx_log + used, sizeof(fx_log) - used, "%s %s\n", level == RAIL_LOG_WARN ? "W" : "I",
              msg);
 }
+
+#ifdef FAKEVERBS_SYSFS
+/* A fake sysfs tree (tests/fakeverbs/sysfs.sh) with fake0 under lo, made
+ * once per process and named by NCCL_RAIL_SYSFS_ROOT; removed by
+ * fx_tree_remove(). The net-level tests' environment. */
+static char fx_root[256];
+
+static inline int fx_tree(void) {
+  char cmd[1024];
+  const char *tmp = getenv("TMPDIR");
+
+  if (fx_root[0] != '\0') return 0;
+  snprintf(fx_root, sizeof(fx_root), "%s/rail-verbs-%d", tmp ? tmp : "/tmp", (int)getpid());
+  snprintf(cmd, sizeof(cmd), "rm -rf %s && sh %s %s lo fake0", fx_root, FAKEVERBS_SYSFS, fx_root);
+  if (system(cmd) != 0) return -1;
+  setenv("NCCL_RAIL_SYSFS_ROOT", fx_root, 1);
+  return 0;
+}
+
+static inline int fx_tree_remove(void) {
+  char cmd[512];
+
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", fx_root);
+  return fx_root[0] != '\0' && system(cmd) == 0 ? 0 : -1;
+}
+#endif
 
 static inline void fx_log_reset(void) {
   fx_log[0] = '\0';

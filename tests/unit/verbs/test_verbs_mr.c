@@ -73,6 +73,21 @@ static long reg_calls(void) {
   return st.reg_mr_calls;
 }
 
+/* Releases b (of the page at x), maps other pages at x, registers them and
+ * receives into them: the data must be in the new pages. */
+static void remap_and_receive(struct fx_pair *p, uint8_t *x, struct rail_verbs_mr *b,
+                              unsigned seed) {
+  size_t pg = page();
+  struct rail_verbs_mr *c;
+
+  rail_verbs_mr_dereg(b);
+  CHECK(munmap(x, pg) == 0);
+  CHECK(map_shared(x, pg) == x);
+  CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 2, x, pg, RAIL_VERBS_MEM_HOST, &c), 0);
+  receive_into(p, x, pg, c, seed);
+  rail_verbs_mr_dereg(c);
+}
+
 /* Registered, deregistered, unmapped, other pages mapped at the same address,
  * registered again: the new registration is the one used, also while a
  * registration of a larger range around it is still held (which pins the
@@ -80,28 +95,18 @@ static long reg_calls(void) {
 TEST(a_remapped_host_address_gets_its_own_registration) {
   size_t pg = page();
   uint8_t *x = map_shared(NULL, 2 * pg);
-  struct rail_verbs_mr *big, *b, *c;
+  struct rail_verbs_mr *big, *b;
   struct fx_pair p;
 
   CHECK_EQ_INT(fx_pair_open(&p, 2, 1, 5000), 0);
   CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 2, x, 2 * pg, RAIL_VERBS_MEM_HOST, &big), 0);
   CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 2, x, pg, RAIL_VERBS_MEM_HOST, &b), 0);
   receive_into(&p, x, pg, b, 1);
-  rail_verbs_mr_dereg(b);
-  CHECK(munmap(x, pg) == 0);
-  CHECK(map_shared(x, pg) == x);
-  CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 2, x, pg, RAIL_VERBS_MEM_HOST, &c), 0);
-  receive_into(&p, x, pg, c, 2);
-  rail_verbs_mr_dereg(c);
+  remap_and_receive(&p, x, b, 2);
   rail_verbs_mr_dereg(big);
   /* And with nothing held around it. */
   CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 2, x, pg, RAIL_VERBS_MEM_HOST, &b), 0);
-  rail_verbs_mr_dereg(b);
-  CHECK(munmap(x, pg) == 0);
-  CHECK(map_shared(x, pg) == x);
-  CHECK_EQ_INT(rail_verbs_mr_reg(fx_nics, 2, x, pg, RAIL_VERBS_MEM_HOST, &c), 0);
-  receive_into(&p, x, pg, c, 3);
-  rail_verbs_mr_dereg(c);
+  remap_and_receive(&p, x, b, 3);
   fx_pair_close(&p);
   munmap(x, 2 * pg);
 }

@@ -21,49 +21,11 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "net/net.h"
-#include "test.h"
+#include "fake_util.h"
 
 #define TIMEOUT_MS 250
 #define MSGS 16
 #define MSG (1 << 20)
-
-static char logbuf[1 << 16];
-static int nwarn;
-
-static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt,
-                   ...) {
-  char msg[1024];
-  size_t used = strlen(logbuf);
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (level != RAIL_LOG_WARN) return;
-  nwarn++;
-  if (used + strlen(msg) + 2 < sizeof(logbuf))
-    snprintf(logbuf + used, sizeof(logbuf) - used, "%s\n", msg);
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static char root[256];
-
-static int tree(void) {
-  char cmd[1024];
-
-  snprintf(root, sizeof(root), "%s/rail-verbs-stop-%d",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
-  snprintf(cmd, sizeof(cmd), "rm -rf %s && sh %s %s lo fake0", root, FAKEVERBS_SYSFS, root);
-  if (system(cmd) != 0) return -1;
-  setenv("NCCL_RAIL_SYSFS_ROOT", root, 1);
-  setenv("NCCL_RAIL_TIMEOUT_MS", "250", 1);
-  return 0;
-}
 
 static uint8_t pattern(int msg, size_t i) { return (uint8_t)(msg * 31 + i * 7 + 1); }
 
@@ -79,7 +41,7 @@ struct side {
 static int side_open(struct side *s, int is_send, int fd) {
   uint8_t handle[RAIL_NET_HANDLE_BYTES];
   void *lc = NULL;
-  double end = now() + 20;
+  double end = fx_now() + 20;
   int ndev = 0;
 
   memset(s, 0, sizeof(*s));
@@ -92,7 +54,7 @@ static int side_open(struct side *s, int is_send, int fd) {
   } else if (read(fd, handle, sizeof(handle)) != sizeof(handle)) {
     return -1;
   }
-  while (s->comm == NULL && now() < end) {
+  while (s->comm == NULL && fx_now() < end) {
     if (is_send && rail_net_connect(0, handle, -1, &s->comm) != 0) return -1;
     if (!is_send && rail_net_accept(lc, &s->comm) != 0) return -1;
   }
@@ -116,7 +78,7 @@ static void side_close(struct side *s, int is_send) {
 
 /* Posts messages [from, to) (a sender fills them first). */
 static int side_post(struct side *s, int is_send, int from, int to) {
-  double end = now() + 20;
+  double end = fx_now() + 20;
 
   for (int m = from; m < to; m++) {
     uint8_t *p = s->buf + (size_t)m * MSG;
@@ -129,7 +91,7 @@ static int side_post(struct side *s, int is_send, int from, int to) {
     do {
       rc = is_send ? rail_net_isend(s->comm, p, MSG, 0, s->mh, &s->req[m])
                    : rail_net_irecv(s->comm, 1, (void **)&p, &cap, &tag, &s->mh, &s->req[m]);
-    } while (rc == 0 && s->req[m] == NULL && now() < end);
+    } while (rc == 0 && s->req[m] == NULL && fx_now() < end);
     if (rc != 0 || s->req[m] == NULL) return rc != 0 ? rc : -ETIMEDOUT;
   }
   return 0;
@@ -163,20 +125,20 @@ static int side_poll(struct side *s, int is_send, int fd, int *err) {
  * its fourth); exit status 0 when all went. */
 static void peer(int is_send, int fd) {
   struct side s;
-  double end = now() + 60;
+  double end = fx_now() + 60;
   int err = 0;
 
-  rail_log_set_logger(logger);
+  rail_log_set_logger(fx_logger);
   if (side_open(&s, is_send, fd) != 0) _exit(2);
   for (int m = 0; m < MSGS && err == 0; m++) {
     char go;
     if (side_post(&s, is_send, m, m + 1) != 0) _exit(2);
-    while (!s.done[m] && now() < end)
+    while (!s.done[m] && fx_now() < end)
       side_poll(&s, is_send, fd, &err);
     /* After four, wait to be hit (stopped or killed) and let go. */
     if (m == 3 && read(fd, &go, 1) != 1) _exit(3);
   }
-  _exit(err == 0 && nwarn == 0 && now() < end ? 0 : 1);
+  _exit(err == 0 && fx_nwarn == 0 && fx_now() < end ? 0 : 1);
 }
 
 /* This process takes one side, the forked peer the other. Once the peer has
@@ -197,23 +159,23 @@ static int run(int is_send, int hit, pid_t *child) {
   }
   close(sv[1]);
   if (side_open(&s, is_send, sv[0]) != 0 || side_post(&s, is_send, 0, MSGS) != 0) return -EIO;
-  for (end = now() + 30; got < 4 && err == 0 && now() < end;) {
+  for (end = fx_now() + 30; got < 4 && err == 0 && fx_now() < end;) {
     left -= side_poll(&s, is_send, -1, &err);
     while (recv(sv[0], &b, 1, MSG_DONTWAIT) == 1)
       got++;
   }
   if (got < 4 || err != 0) return err != 0 ? err : -ETIMEDOUT;
   kill(*child, hit);
-  t_hit = now();
+  t_hit = fx_now();
   if (hit == SIGSTOP) {
-    while (err == 0 && now() < t_hit + 4.0 * TIMEOUT_MS / 1000)
+    while (err == 0 && fx_now() < t_hit + 4.0 * TIMEOUT_MS / 1000)
       left -= side_poll(&s, is_send, -1, &err);
     kill(*child, SIGCONT);
     if (write(sv[0], "g", 1) != 1) err = -EIO;
   }
-  for (end = now() + 20; left > 0 && now() < end;)
+  for (end = fx_now() + 20; left > 0 && fx_now() < end;)
     left -= side_poll(&s, is_send, -1, &err);
-  if (left > 0 || (hit == SIGKILL && now() - t_hit > 1.0)) err = -ETIMEDOUT;
+  if (left > 0 || (hit == SIGKILL && fx_now() - t_hit > 1.0)) err = -ETIMEDOUT;
   side_close(&s, is_send);
   close(sv[0]);
   return err;
@@ -223,11 +185,10 @@ static void stopped(int is_send) {
   pid_t child = -1;
   int status = -1;
 
-  nwarn = 0;
-  logbuf[0] = '\0';
+  fx_log_reset();
   CHECK_EQ_INT(run(is_send, SIGSTOP, &child), 0);
-  CHECK_EQ_INT(nwarn, 0);
-  if (nwarn != 0) fprintf(stderr, "%s", logbuf);
+  CHECK_EQ_INT(fx_nwarn, 0);
+  if (fx_nwarn != 0) fprintf(stderr, "%s", fx_log);
   CHECK(waitpid(child, &status, 0) == child);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
@@ -236,17 +197,17 @@ static void killed(int is_send) {
   pid_t child = -1;
   int status = -1;
 
-  nwarn = 0;
-  logbuf[0] = '\0';
+  fx_log_reset();
   CHECK_EQ_INT(run(is_send, SIGKILL, &child), -ECONNRESET);
-  CHECK_EQ_INT(nwarn, 1);
-  CHECK(strstr(logbuf, "127.0.0.1") != NULL); /* names the peer */
+  CHECK_EQ_INT(fx_nwarn, 1);
+  CHECK_EQ_INT(fx_warns_with("127.0.0.1"), 1); /* names the peer */
   CHECK(waitpid(child, &status, 0) == child);
 }
 
 TEST(a_receiver_stopped_for_four_timeouts_is_waited_for) {
-  rail_log_set_logger(logger);
-  CHECK_EQ_INT(tree(), 0);
+  rail_log_set_logger(fx_logger);
+  CHECK_EQ_INT(fx_tree(), 0);
+  setenv("NCCL_RAIL_TIMEOUT_MS", "250", 1);
   stopped(1);
 }
 
@@ -256,11 +217,7 @@ TEST(a_killed_receiver_fails_the_senders_pending_requests_within_a_second) { kil
 
 TEST(a_killed_sender_fails_the_receivers_pending_requests_within_a_second) { killed(0); }
 
-TEST(the_fake_tree_goes) {
-  char cmd[512];
-  snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-  CHECK(root[0] != '\0' && system(cmd) == 0);
-}
+TEST(the_fake_tree_goes) { CHECK_EQ_INT(fx_tree_remove(), 0); }
 
 RAIL_TEST_MAIN(a_receiver_stopped_for_four_timeouts_is_waited_for,
                a_sender_stopped_for_four_timeouts_is_waited_for,

@@ -17,48 +17,17 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "net/net.h"
-#include "test.h"
-
-static char logbuf[1 << 16];
-static int nwarn;
-
-static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt,
-                   ...) {
-  char msg[1024];
-  size_t used = strlen(logbuf);
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (level == RAIL_LOG_WARN) nwarn++;
-  if (level <= RAIL_LOG_INFO && used + strlen(msg) + 4 < sizeof(logbuf))
-    snprintf(logbuf + used, sizeof(logbuf) - used, "%s %s\n", level == RAIL_LOG_WARN ? "W" : "I",
-             msg);
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static char root[256];
+#include "fake_util.h"
 
 /* Once: the fake tree, the environment, and the net layer up. */
 static int up(void) {
   static int done, rc;
-  char cmd[1024];
   int ndev = 0;
 
   if (done) return rc;
   done = 1;
-  rail_log_set_logger(logger);
-  snprintf(root, sizeof(root), "%s/rail-verbs-transport-%d",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
-  snprintf(cmd, sizeof(cmd), "rm -rf %s && sh %s %s lo fake0", root, FAKEVERBS_SYSFS, root);
-  if (system(cmd) != 0) return rc = -1;
-  setenv("NCCL_RAIL_SYSFS_ROOT", root, 1);
+  rail_log_set_logger(fx_logger);
+  if (fx_tree() != 0) return rc = -1;
   setenv("NCCL_RAIL_TIMEOUT_MS", "300", 1);
   rail_param_reload();
   if (rail_net_init() != 0 || rail_net_devices(&ndev) != 0 || ndev < 1) return rc = -1;
@@ -73,12 +42,12 @@ struct pair {
 static int pair_open(struct pair *p) {
   uint8_t handle[RAIL_NET_HANDLE_BYTES];
   void *lc = NULL;
-  double end = now() + 20;
+  double end = fx_now() + 20;
 
   memset(p, 0, sizeof(*p));
   memset(handle, 0, sizeof(handle));
   if (rail_net_listen(0, handle, &lc) != 0) return -1;
-  while ((p->sc == NULL || p->rc == NULL) && now() < end) {
+  while ((p->sc == NULL || p->rc == NULL) && fx_now() < end) {
     if (p->sc == NULL && rail_net_connect(0, handle, -1, &p->sc) != 0) break;
     if (p->rc == NULL && rail_net_accept(lc, &p->rc) != 0) break;
   }
@@ -93,11 +62,11 @@ static void pair_close(struct pair *p) {
 
 /* Tests req until done (or an error), at most secs. */
 static int wait(void *req, int *sizes, double secs, int *done) {
-  double end = now() + secs;
+  double end = fx_now() + secs;
   int rc = 0;
 
   *done = 0;
-  while (now() < end && !*done && (rc = rail_net_test(req, done, sizes)) == 0) {
+  while (fx_now() < end && !*done && (rc = rail_net_test(req, done, sizes)) == 0) {
   }
   return rc;
 }
@@ -109,8 +78,8 @@ TEST(discovery_finds_the_fake_port_and_the_device_takes_eight_receives) {
   CHECK_EQ_INT(rail_net_get_props(0, &props), 0);
   CHECK_EQ_INT(props.max_recvs, 8);
   CHECK(props.ptr_support & RAIL_NET_PTR_HOST);
-  CHECK(strstr(logbuf, "transport: verbs (1 RDMA port(s) open)") != NULL);
-  CHECK(strstr(logbuf, "verbs: fake0 port 1 RoCE 100000 Mbps netdev lo") != NULL);
+  CHECK(strstr(fx_log, "transport: verbs (1 RDMA port(s) open)") != NULL);
+  CHECK(strstr(fx_log, "verbs: fake0 port 1 RoCE 100000 Mbps netdev lo") != NULL);
 }
 
 /* Eight buffers in one irecv, eight sends with their tags in another order:
@@ -125,7 +94,7 @@ TEST(a_grouped_receive_through_the_net_interface) {
 
   CHECK_EQ_INT(up(), 0);
   CHECK_EQ_INT(pair_open(&p), 0);
-  CHECK(strstr(logbuf, " over verbs: ") != NULL);
+  CHECK(strstr(fx_log, " over verbs: ") != NULL);
   CHECK_EQ_INT(rail_net_reg_mr(p.sc, sbuf, sizeof(sbuf), RAIL_NET_PTR_HOST, &smh), 0);
   CHECK_EQ_INT(rail_net_reg_mr(p.rc, rbuf, sizeof(rbuf), RAIL_NET_PTR_HOST, &rmh), 0);
   for (int i = 0; i < N + 1; i++) {
@@ -136,9 +105,9 @@ TEST(a_grouped_receive_through_the_net_interface) {
   }
   for (int i = 0; i < N; i++)
     memset(sbuf + (size_t)i * SLOT, 'A' + i, SLOT);
-  nwarn = 0;
+  fx_nwarn = 0;
   CHECK_EQ_INT(rail_net_irecv(p.rc, N + 1, data, cap, tags, mhs, &rreq), -EINVAL);
-  CHECK_EQ_INT(nwarn, 1);
+  CHECK_EQ_INT(fx_nwarn, 1);
   CHECK_EQ_INT(rail_net_irecv(p.rc, N, data, cap, tags, mhs, &rreq), 0);
   CHECK(rreq != NULL);
   for (int i = 0; i < N; i++) {
@@ -182,7 +151,7 @@ TEST(a_late_receiver_lives_and_a_closed_one_fails_the_sender_in_bounded_time) {
   CHECK_EQ_INT(rail_net_reg_mr(p.rc, rbuf, sizeof(rbuf), RAIL_NET_PTR_HOST, &rmh), 0);
   for (int i = 0; i < 4; i++)
     CHECK_EQ_INT(rail_net_isend(p.sc, sbuf + ((size_t)i << 20), 1 << 20, 0, smh, &sreq[i]), 0);
-  nwarn = 0;
+  fx_nwarn = 0;
   CHECK_EQ_INT(wait(sreq[0], NULL, 0.9, &done), 0);
   CHECK(!done);
   {
@@ -191,37 +160,32 @@ TEST(a_late_receiver_lives_and_a_closed_one_fails_the_sender_in_bounded_time) {
   }
   /* One thread drives both ends, as NCCL's proxy thread would. */
   {
-    double end = now() + 10;
+    double end = fx_now() + 10;
     int rdone = 0, sdone = 0;
-    while (now() < end && !(rdone && sdone)) {
+    while (fx_now() < end && !(rdone && sdone)) {
       if (!rdone) CHECK_EQ_INT(rail_net_test(rreq, &rdone, NULL), 0);
       if (!sdone) CHECK_EQ_INT(rail_net_test(sreq[0], &sdone, NULL), 0);
     }
     CHECK(rdone && sdone);
   }
-  CHECK_EQ_INT(nwarn, 0);
+  CHECK_EQ_INT(fx_nwarn, 0);
   rail_net_dereg_mr(p.rc, rmh);
   rail_net_close_recv(p.rc);
   p.rc = NULL;
-  t0 = now();
+  t0 = fx_now();
   for (int i = 1; i < 4; i++)
     CHECK_EQ_INT(wait(sreq[i], NULL, 5, &done), -ECONNRESET);
-  CHECK(now() - t0 < 1.0);
-  CHECK_EQ_INT(nwarn, 1);
-  CHECK(strstr(logbuf, "is gone: its side channel closed") != NULL);
+  CHECK(fx_now() - t0 < 1.0);
+  CHECK_EQ_INT(fx_nwarn, 1);
+  CHECK(strstr(fx_log, "is gone: its side channel closed") != NULL);
   rail_net_dereg_mr(p.sc, smh);
   pair_close(&p);
 }
 
-static void cleanup(void) {
-  char cmd[512];
-
+TEST(net_layer_goes_down) {
   rail_net_fini();
-  snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-  if (root[0] != '\0' && system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", root);
+  CHECK_EQ_INT(fx_tree_remove(), 0);
 }
-
-TEST(net_layer_goes_down) { cleanup(); }
 
 RAIL_TEST_MAIN(discovery_finds_the_fake_port_and_the_device_takes_eight_receives,
                a_grouped_receive_through_the_net_interface,
