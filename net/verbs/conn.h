@@ -110,9 +110,10 @@ int rail_verbs_recv_post(struct rail_verbs_conn *conn, int n, void *const *data,
 /* The largest n rail_verbs_recv_post() takes. */
 int rail_verbs_recv_max(void);
 /* Receiver: makes data the NICs wrote into GPU memory visible to the GPU (an
- * RDMA READ of the last non-empty buffer through a loopback QP per rail, as
- * NCCL's IB flush). *req NULL with 0: nothing to flush, or no room yet
- * (retry). */
+ * RDMA READ of the last non-empty GPU buffer through a loopback QP per rail,
+ * as NCCL's IB flush). *req NULL with 0: nothing to flush (host memory,
+ * empty buffers); -ENOBUFS (never NULL: that would read as done) when
+ * RAIL_VERBS_FIFO flushes are pending already. */
 int rail_verbs_flush_post(struct rail_verbs_conn *conn, int n, void *const *data, const int *sizes,
                           struct rail_verbs_mr *const *mrs, struct rail_verbs_req **req);
 /* Progresses the request's connection and reports: *done 0 or 1; when done,

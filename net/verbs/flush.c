@@ -94,11 +94,21 @@ int rail_verbs_flush_post(struct rail_verbs_conn *c, int n, void *const *data, c
   *req = NULL;
   if (c->err != 0) return c->err;
   if (c->is_sender || !c->connected || n < 1 || n > RAIL_VERBS_MAX_RECVS) return -EINVAL;
-  /* One read after the last non-empty buffer flushes every write before it. */
+  /* Only GPU memory the NICs wrote needs the read-back (host memory is
+   * coherent, and its registrations allow no remote read); one read after
+   * the last non-empty such buffer flushes every write before it. */
   for (int i = 0; i < n; i++)
-    if (sizes[i] > 0 && mrs != NULL && mrs[i] != NULL) last = i;
+    if (sizes[i] > 0 && mrs != NULL && mrs[i] != NULL &&
+        rail_verbs_mr_type(mrs[i]) != RAIL_VERBS_MEM_HOST)
+      last = i;
   if (last < 0) return 0;
-  if ((slot = rail_verbs_flush_slot(c)) < 0) return 0;
+  /* NCCL takes a NULL flush request as a finished flush, so "no room" must
+   * be an error, never a NULL. A flush per receive in flight always fits. */
+  if ((slot = rail_verbs_flush_slot(c)) < 0) {
+    RAIL_WARN("verbs: more than %d flushes pending on the receive comm from %s", RAIL_VERBS_FIFO,
+              c->peer);
+    return -ENOBUFS;
+  }
   r = &c->flush[slot];
   memset(r, 0, sizeof(*r));
   r->conn = c;

@@ -440,24 +440,14 @@ static int rail_vt_irecv(struct rail_conn *conn, int n, void **data, const size_
       request);
 }
 
-/* Only GPU memory written by the NIC needs the read-back. */
-static int rail_vt_needs_flush(int n, const int *sizes, void **mhandles) {
-  for (int i = 0; i < n; i++)
-    if (sizes[i] > 0 && mhandles != NULL && mhandles[i] != NULL &&
-        rail_verbs_mr_type(mhandles[i]) != RAIL_VERBS_MEM_HOST)
-      return 1;
-  return 0;
-}
-
 static int rail_vt_iflush(struct rail_conn *conn, int n, void **data, const int *sizes,
                           void **mhandles, struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
 
   *request = NULL;
-  if (!rail_vt_needs_flush(n, sizes, mhandles)) return 0;
   w = rail_vt_req_get(c, 0);
-  if (w == NULL) return 0;
+  if (w == NULL) return -ENOBUFS; /* a NULL flush request reads as done */
   w->n = 0;
   return rail_vt_req_publish(
       w, rail_verbs_flush_post(c->conn, n, data, sizes, (struct rail_verbs_mr **)mhandles, &w->r),

@@ -196,10 +196,13 @@ TEST(flush_after_a_receive_into_device_memory) {
   CHECK(fq != NULL);
   if (fq != NULL) CHECK_EQ_INT(fx_wait(fq, NULL, NULL, 10, &done), 0);
   CHECK(done);
-  /* Nothing to flush: an empty receive. */
+  /* Nothing to flush: an empty receive, or host memory. */
   size = 0;
   fq = NULL;
   CHECK_EQ_INT(rail_verbs_flush_post(p.r, 1, &data, &size, &r.mr, &fq), 0);
+  CHECK(fq == NULL);
+  size = 65536;
+  CHECK_EQ_INT(rail_verbs_flush_post(p.r, 1, &data, &size, &s.mr, &fq), 0);
   CHECK(fq == NULL);
   CHECK_EQ_INT(fx_nwarn, 0);
   fx_pair_close(&p);
