@@ -108,6 +108,7 @@ static void rail_verbs_conn_free(struct rail_verbs_conn *c) {
   free(c->fifo);
   free(c->landing);
   free(c->sends);
+  free(c->rbufs);
   free(c);
 }
 
@@ -185,7 +186,8 @@ int rail_verbs_conn_create(const struct rail_verbs_conn_cfg *cfg, int is_sender,
   c->fifo = aligned_alloc(4096, RAIL_VERBS_FIFO * RAIL_WIRE_VERBS_CREDIT_BYTES);
   c->landing = aligned_alloc(64, RAIL_VERBS_LANDING);
   c->sends = is_sender ? calloc(RAIL_VERBS_MAX_SENDS, sizeof(*c->sends)) : NULL;
-  if (c->fifo == NULL || c->landing == NULL || (is_sender && c->sends == NULL)) {
+  c->rbufs = is_sender ? NULL : calloc(RAIL_VERBS_FIFO, sizeof(*c->rbufs));
+  if (c->fifo == NULL || c->landing == NULL || (is_sender ? c->sends == NULL : c->rbufs == NULL)) {
     rc = -ENOMEM;
     goto free_conn;
   }

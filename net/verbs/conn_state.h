@@ -65,8 +65,8 @@ struct rail_verbs_req {
   int entry;
   /* recv */
   int n;
-  int credit_needed; /* the credit still has to be (re)posted */
-  struct rail_verbs_rbuf b[RAIL_VERBS_MAX_RECVS];
+  int credit_needed;         /* the credit still has to be (re)posted */
+  struct rail_verbs_rbuf *b; /* its n buffers: the connection's rbufs of its slot */
 };
 
 struct rail_verbs_lane {
@@ -106,8 +106,10 @@ struct rail_verbs_conn {
   uint8_t *fifo;
   uint8_t *landing;
   uint64_t rfifo_addr, rlanding_addr; /* the peer's */
-  /* receiver: receives by credit seq % RAIL_VERBS_FIFO */
+  /* receiver: receives by credit seq % RAIL_VERBS_FIFO, and their buffers
+   * (kept apart, so that the many send requests of a sender stay small) */
   struct rail_verbs_req recvs[RAIL_VERBS_FIFO];
+  struct rail_verbs_rbuf (*rbufs)[RAIL_VERBS_MAX_RECVS];
   uint32_t next_seq;
   int warned_abort; /* a WARN for the first receive a lost rail failed */
   /* sender: sends by id % RAIL_VERBS_MAX_SENDS; the credit being matched */

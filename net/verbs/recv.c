@@ -217,9 +217,10 @@ int rail_verbs_recv_post(struct rail_verbs_conn *c, int n, void *const *data, co
   r->kind = RAIL_VERBS_REQ_RECV;
   r->id = c->next_seq;
   r->n = n;
+  r->b = c->rbufs[c->next_seq % RAIL_VERBS_FIFO];
   for (int i = 0; i < n; i++)
     r->b[i] = (struct rail_verbs_rbuf){
-        data[i], sizes[i], tags != NULL ? tags[i] : 0, mrs != NULL ? mrs[i] : NULL, 0, 0, 0};
+        data[i], sizes[i], tags != NULL ? tags[i] : 0, mrs != NULL ? mrs[i] : NULL, 0, 0, 0, {0}};
   if ((rc = rail_verbs_recv_credit(c, r)) != 0) return rc;
   c->next_seq++;
   r->state = RAIL_VERBS_REQ_WAITING;
