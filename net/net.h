@@ -16,6 +16,7 @@
 #define RAIL_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
 #define RAIL_NET_MAX_MEMBERS 4    /* NICs fused into one device */
 #define RAIL_NET_MAX_REQUESTS 32  /* in flight per comm, at least */
+#define RAIL_NET_MAX_RECVS 8      /* buffers one irecv may take, at most (maxRecvs) */
 #define RAIL_NET_PTR_HOST 0x1
 
 struct rail_net_props {

@@ -185,7 +185,7 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   p.port = 0;
   p.latency_us = 0;
   p.max_comms = 65536;
-  p.max_recvs = d->transport->max_recvs;
+  p.max_recvs = d->transport->max_recvs > 0 ? d->transport->max_recvs : 1;
   p.ndevs = d->nrails;
   memcpy(p.devs, d->members, sizeof(p.devs));
   p.max_p2p_bytes = RAIL_NET_MAX_P2P_BYTES;
@@ -336,6 +336,14 @@ int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   return rc;
 }
 
+static int rail_net_group_ok(const struct rail_conn *c, int n, const char *call) {
+  int max = c->t->max_recvs > 0 ? c->t->max_recvs : 1;
+
+  if (n >= 1 && n <= max) return 1;
+  RAIL_WARN("%s with %d buffers: this device takes 1 to %d (maxRecvs)", call, n, max);
+  return 0;
+}
+
 int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
                    void **mhandles, void **request) {
   struct rail_conn *c = recv_comm;
@@ -343,11 +351,16 @@ int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, con
   int rc;
 
   if (c == NULL) return -EINVAL;
-  if (n < 1 || n > c->t->max_recvs) {
-    RAIL_WARN("irecv with %d buffers: this device takes 1 to %d (maxRecvs)", n, c->t->max_recvs);
-    return -EINVAL;
+  if (!rail_net_group_ok(c, n, "irecv")) return -EINVAL;
+  if (n == 1) {
+    rc = c->t->irecv(c, data[0], sizes[0], tags != NULL ? tags[0] : 0,
+                     mhandles != NULL ? mhandles[0] : NULL, &r);
+  } else {
+    int zeros[RAIL_NET_MAX_RECVS] = {0};
+    void *none[RAIL_NET_MAX_RECVS] = {NULL};
+    rc = c->t->irecv_group(c, n, data, sizes, tags != NULL ? tags : zeros,
+                           mhandles != NULL ? mhandles : none, &r);
   }
-  rc = c->t->irecv(c, n, data, sizes, tags, mhandles, &r);
   if (rc == 0) *request = r;
   return rc;
 }
@@ -356,14 +369,16 @@ int rail_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void 
                     void **request) {
   struct rail_conn *c = recv_comm;
   struct rail_xreq *r = NULL;
-  int rc;
+  int rc = 0;
 
   if (c == NULL) return -EINVAL;
-  if (n < 1 || n > c->t->max_recvs) {
-    *request = NULL; /* NCCL never flushes more buffers than it received into */
-    return 0;
+  if (!rail_net_group_ok(c, n, "iflush")) return -EINVAL;
+  if (n == 1) {
+    rc = c->t->iflush(c, data[0], sizes[0], mhandles != NULL ? mhandles[0] : NULL, &r);
+  } else if (c->t->iflush_group != NULL) {
+    void *none[RAIL_NET_MAX_RECVS] = {NULL};
+    rc = c->t->iflush_group(c, n, data, sizes, mhandles != NULL ? mhandles : none, &r);
   }
-  rc = c->t->iflush(c, n, data, sizes, mhandles, &r);
   if (rc == 0) *request = r;
   return rc;
 }

@@ -45,8 +45,7 @@ struct rail_transport {
   /* Whether data moves on TCP data sockets beside the control stream: a
    * hello for this transport must then name K >= 1 of them, else K == 0. */
   int uses_data_sockets;
-  /* The largest n irecv takes: NCCL's maxRecvs for this transport's
-   * devices (1 = no grouped receives). */
+  /* Buffers one irecv may take (NCCL's maxRecvs), at least 1. */
   int max_recvs;
   /* Data sockets per rail that setup opens for a connection (K). */
   int (*data_streams)(int speed_mbps, int nrails);
@@ -65,15 +64,20 @@ struct rail_transport {
   int (*dereg_mr)(struct rail_conn *c, void *mhandle);
   int (*isend)(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
                struct rail_xreq **request);
-  /* n buffers, 1..max_recvs (net.c checks), completed together as one
-   * request: sizes are capacities, tags pick the buffer each send lands in. */
-  int (*irecv)(struct rail_conn *c, int n, void **data, const size_t *sizes, const int *tags,
-               void **mhandles, struct rail_xreq **request);
-  /* The n buffers of a completed receive. *request NULL: nothing to flush. */
-  int (*iflush)(struct rail_conn *c, int n, void **data, const int *sizes, void **mhandles,
+  /* One buffer. */
+  int (*irecv)(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
+               struct rail_xreq **request);
+  /* 2..max_recvs buffers completed together; NULL when max_recvs is 1. */
+  int (*irecv_group)(struct rail_conn *c, int n, void **data, const size_t *sizes, const int *tags,
+                     void **mhandles, struct rail_xreq **request);
+  /* *request NULL: nothing to flush. */
+  int (*iflush)(struct rail_conn *c, void *data, int size, void *mhandle,
                 struct rail_xreq **request);
-  /* sizes: NULL, or room for one int (a send) or the receive's n; written
-   * when done. */
+  /* The buffers of a group receive; NULL where nothing ever needs it. */
+  int (*iflush_group)(struct rail_conn *c, int n, void **data, const int *sizes, void **mhandles,
+                      struct rail_xreq **request);
+  /* sizes: NULL, or one int per buffer of the request, written once done
+   * (and nothing past them). */
   int (*test)(struct rail_xreq *r, int *done, int *sizes);
   int (*stats)(struct rail_conn *c, struct rail_net_stats *st);
   int (*rail_down)(struct rail_conn *c, int rail);

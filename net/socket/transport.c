@@ -63,21 +63,18 @@ static int rail_st_isend(struct rail_conn *c, void *data, size_t size, int tag, 
   return rc;
 }
 
-/* One buffer only (max_recvs 1). */
-static int rail_st_irecv(struct rail_conn *c, int n, void **data, const size_t *sizes,
-                         const int *tags, void **mhandles, struct rail_xreq **request) {
+static int rail_st_irecv(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
+                         struct rail_xreq **request) {
   struct rail_req *r = NULL;
-  int rc =
-      n == 1 ? rail_engine_irecv(rail_st_comm(c), data[0], sizes[0], tags != NULL ? tags[0] : 0, &r)
-             : -EINVAL;
+  int rc = rail_engine_irecv(rail_st_comm(c), data, size, tag, &r);
 
   if (rc == 0) *request = r != NULL ? &r->base : NULL;
   return rc;
 }
 
 /* The receiving thread wrote host memory itself: nothing to flush. */
-static int rail_st_iflush(struct rail_conn *c, int n, void **data, const int *sizes,
-                          void **mhandles, struct rail_xreq **request) {
+static int rail_st_iflush(struct rail_conn *c, void *data, int size, void *mhandle,
+                          struct rail_xreq **request) {
   *request = NULL;
   return 0;
 }

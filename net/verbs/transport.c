@@ -421,8 +421,8 @@ static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int ta
                              request);
 }
 
-static int rail_vt_irecv(struct rail_conn *conn, int n, void **data, const size_t *sizes,
-                         const int *tags, void **mhandles, struct rail_xreq **request) {
+static int rail_vt_irecv_group(struct rail_conn *conn, int n, void **data, const size_t *sizes,
+                               const int *tags, void **mhandles, struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
   size_t bytes = 0;
@@ -440,8 +440,13 @@ static int rail_vt_irecv(struct rail_conn *conn, int n, void **data, const size_
       request);
 }
 
-static int rail_vt_iflush(struct rail_conn *conn, int n, void **data, const int *sizes,
-                          void **mhandles, struct rail_xreq **request) {
+static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
+                         struct rail_xreq **request) {
+  return rail_vt_irecv_group(conn, 1, &data, &size, &tag, &mhandle, request);
+}
+
+static int rail_vt_iflush_group(struct rail_conn *conn, int n, void **data, const int *sizes,
+                                void **mhandles, struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
 
@@ -452,6 +457,11 @@ static int rail_vt_iflush(struct rail_conn *conn, int n, void **data, const int 
   return rail_vt_req_publish(
       w, rail_verbs_flush_post(c->conn, n, data, sizes, (struct rail_verbs_mr **)mhandles, &w->r),
       request);
+}
+
+static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mhandle,
+                          struct rail_xreq **request) {
+  return rail_vt_iflush_group(conn, 1, &data, &size, &mhandle, request);
 }
 
 #define RAIL_VT_NAP_MIN_BYTES (1u << 20)
@@ -518,7 +528,9 @@ const struct rail_transport rail_transport_verbs = {
     .isend = rail_vt_isend,
     .max_recvs = RAIL_VERBS_MAX_RECVS,
     .irecv = rail_vt_irecv,
+    .irecv_group = rail_vt_irecv_group,
     .iflush = rail_vt_iflush,
+    .iflush_group = rail_vt_iflush_group,
     .test = rail_vt_test,
     .stats = rail_vt_stats,
     .rail_down = rail_vt_rail_down,

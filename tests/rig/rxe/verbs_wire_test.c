@@ -652,10 +652,7 @@ static int run_transport(int is_sender, int fd, const char *devs) {
         fill(pp, sz, (uint32_t)posted);
         rc = t->isend(vc, pp, sz, 0, mh, &reqs[ps]);
       } else {
-        void *data = pp;
-        size_t cap = 1u << 20;
-        int tag = 0;
-        rc = t->irecv(vc, 1, &data, &cap, &tag, &mh, &reqs[ps]);
+        rc = t->irecv(vc, pp, 1u << 20, 0, mh, &reqs[ps]);
       }
       if (rc != 0) FAIL("post: %s", strerror(-rc));
       if (reqs[ps] == NULL) break;
@@ -677,9 +674,7 @@ static int run_transport(int is_sender, int fd, const char *devs) {
   }
   {
     struct rail_xreq *f = (struct rail_xreq *)1;
-    void *data = buf;
-    int len = 4096;
-    if (!is_sender && (t->iflush(vc, 1, &data, &len, &mh, &f) != 0 || f != NULL))
+    if (!is_sender && (t->iflush(vc, buf, 4096, mh, &f) != 0 || f != NULL))
       FAIL("host-memory iflush should complete at once");
   }
   t->dereg_mr(vc, mh);
