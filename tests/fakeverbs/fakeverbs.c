@@ -528,6 +528,7 @@ FK_API int ibv_destroy_qp(struct ibv_qp *ibqp) {
     free(w);
   }
   fk_wire_drop_held(qp);
+  fk_wire_forget_qp(qp);
   ((struct fk_cq *)qp->qp.send_cq)->refs--;
   ((struct fk_cq *)qp->qp.recv_cq)->refs--;
   ((struct fk_pd *)qp->qp.pd)->refs--;

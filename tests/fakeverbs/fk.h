@@ -188,5 +188,8 @@ void fk_wire_pull(void);
 void fk_wire_release_held(struct fk_qp *qp);
 /* qp is being destroyed: drops what was held for it. */
 void fk_wire_drop_held(struct fk_qp *qp);
+/* qp is being destroyed: what it queued for the wire no longer reads its
+ * memory. */
+void fk_wire_forget_qp(struct fk_qp *qp);
 
 #endif

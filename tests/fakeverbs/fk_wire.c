@@ -212,7 +212,11 @@ static int fk_conn_write(struct fk_conn *c) {
       skip = 0;
       n++;
     }
-    k = writev(c->fd, iov, n);
+    {
+      /* No SIGPIPE when the peer process is gone: that is an answer too. */
+      struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+      k = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
     if (k < 0) return -1;
     o->off += (size_t)k;
@@ -357,6 +361,45 @@ static void fk_held_done(struct fk_held *h, int status) {
   }
   free(h->data);
   free(h);
+}
+
+/* qp is being destroyed: its requests still queued for the wire read no
+ * more of its memory (the application may free it next). Those not begun
+ * are dropped; the one half sent keeps a copy of itself, so the stream
+ * stays whole. */
+void fk_wire_forget_qp(struct fk_qp *qp) {
+  for (struct fk_conn *c = fk_w.conns; c != NULL; c = c->next) {
+    for (struct fk_out **p = &c->out_head; *p != NULL;) {
+      struct fk_out *o = *p;
+      uint8_t *copy;
+      size_t at = 0;
+
+      if (o->owned != NULL || o->hdr.src_qpn != qp->qp.qp_num ||
+          (o->hdr.type != FK_PKT_WRITE && o->hdr.type != FK_PKT_WRITE_IMM &&
+           o->hdr.type != FK_PKT_READ)) {
+        p = &o->next;
+        continue;
+      }
+      if (o->off == 0) {
+        *p = o->next;
+        free(o);
+        continue;
+      }
+      copy = malloc(o->total);
+      if (copy == NULL) abort(); /* a test double: no way to keep the stream whole */
+      for (int i = 0; i < o->niov; i++) {
+        memcpy(copy + at, o->iov[i].iov_base, o->iov[i].iov_len);
+        at += o->iov[i].iov_len;
+      }
+      o->owned = copy;
+      o->iov[0] = (struct iovec){copy, o->total};
+      o->niov = 1;
+      p = &o->next;
+    }
+    c->out_tail = NULL;
+    for (struct fk_out *o = c->out_head; o != NULL; o = o->next)
+      c->out_tail = o;
+  }
 }
 
 void fk_wire_release_held(struct fk_qp *qp) {

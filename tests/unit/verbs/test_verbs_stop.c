@@ -1,6 +1,6 @@
 /* unit.verbs_stop: two processes, as NCCL runs them, over the fake
  * provider (each process's fake HCA in the process itself): this one and a
- * forked peer connected through net/net.h. The peer is SIGSTOPped for
+ * peer (this binary again) connected through net/net.h. The peer is SIGSTOPped for
  * 4 x NCCL_RAIL_TIMEOUT_MS with credits and data pending, then SIGCONTed:
  * nothing fails, every byte arrives. The peer is SIGKILLed mid-transfer:
  * every pending request here fails within a second, with one WARN naming
@@ -141,6 +141,15 @@ static void peer(int is_send, int fd) {
   _exit(err == 0 && fx_nwarn == 0 && fx_now() < end ? 0 : 1);
 }
 
+/* In the peer's process (run() execs this binary with RAIL_VERBS_STOP_PEER
+ * = "is_send:fd"): its side, before the tests' main. */
+__attribute__((constructor)) static void peer_main(void) {
+  const char *env = getenv("RAIL_VERBS_STOP_PEER");
+  int is_send, fd;
+
+  if (env != NULL && sscanf(env, "%d:%d", &is_send, &fd) == 2) peer(is_send, fd);
+}
+
 /* This process takes one side, the forked peer the other. Once the peer has
  * four messages done, `hit` goes to it (a SIGSTOP is undone after 4 x the
  * timeout, during which nothing here may fail). Then the rest must finish:
@@ -154,8 +163,14 @@ static int run(int is_send, int hit, pid_t *child) {
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -errno;
   *child = fork();
   if (*child == 0) {
+    /* A fresh process, not a fork of this one with its threads (the fake
+     * HCA's, and ThreadSanitizer starts no thread in such a fork). */
+    char env[32], *argv[] = {(char *)"unit.verbs_stop", NULL};
     close(sv[0]);
-    peer(!is_send, sv[1]);
+    snprintf(env, sizeof(env), "%d:%d", !is_send, sv[1]);
+    setenv("RAIL_VERBS_STOP_PEER", env, 1);
+    execv("/proc/self/exe", argv);
+    _exit(4);
   }
   close(sv[1]);
   if (side_open(&s, is_send, sv[0]) != 0 || side_post(&s, is_send, 0, MSGS) != 0) return -EIO;
