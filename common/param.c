@@ -66,6 +66,9 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
         {"NCCL_RAIL_COLLNET_PLUGIN", RAIL_PARAM_T_STR, "", 0, 0,
          "the site's CollNet (SHARP) plugin library to offer CollNet through; none = no CollNet; "
          "empty = HPC-X's, when NCCL_COLLNET_ENABLE=1"},
+    [RAIL_PARAM_VERBS_LIB] = {"NCCL_RAIL_VERBS_LIB", RAIL_PARAM_T_STR, "libibverbs.so.1", 0, 0,
+                              "test seam: the verbs library to dlopen (the tests' fake provider); "
+                              "leave unset"},
 };
 
 struct rail_param_val {

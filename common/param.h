@@ -29,6 +29,7 @@ enum rail_param {
   RAIL_PARAM_GID_INDEX,          /* int: RoCE GID index, -1 = automatic */
   RAIL_PARAM_QPS_PER_RAIL,       /* int: verbs RC queue pairs per rail per connection */
   RAIL_PARAM_COLLNET_PLUGIN,     /* str: the site's CollNet (SHARP) plugin to delegate to */
+  RAIL_PARAM_VERBS_LIB,          /* str: test seam, the verbs library to dlopen */
   RAIL_PARAM_COUNT
 };
 

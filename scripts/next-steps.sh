@@ -27,15 +27,20 @@ No NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_ALGO or NCCL_PROTO: the plugin chooses.
 
 To see that NCCL took it, run the job once with NCCL_DEBUG=INFO and look for:
   NET/Plugin: Loaded net plugin Rail (v11)   NCCL opened libnccl-net-rail.so (the v is the ABI
-                                             your NCCL chose: v8 for 2.20, v11 for 2.28)
+                                             your NCCL chose: v8 for 2.20, v11 for 2.28,
+                                             v12 for 2.30)
+  NET/Rail : nccl-rail 0.1.0 (git ...)       the plugin's release and the commit it was built
+                                             from, once per process
   Using network Rail                         NCCL runs this communicator over the plugin
   NET/Rail device 0 eth0+eth1: ...           the plugin's devices: each rail group, its speed,
                                              PCI path and NUMA node
   NET/Rail transport: verbs (2 RDMA port(s) open)
                                              RDMA, or "socket" for TCP
-  TUNER/Plugin: Using Rail (v5)              NCCL took the tuner from the same library
-  NET/Rail tuner: 2 nodes x 8 GPUs ...       the shape the tuner models (with
-                                             NCCL_DEBUG_SUBSYS=TUNING, its choice per size)
+  TUNER/Plugin: Using Rail (v5)              NCCL took the tuner from the same library (v6
+                                             on 2.30)
+  NET/Rail tuner: this node: 2 nodes x ...   this node's shape, for explaining: decisions come
+                                             from NCCL's own cost table, the same on every
+                                             rank (NCCL_DEBUG_SUBSYS=TUNING: each choice)
 "Using network Socket" or "Using network IB" instead means NCCL did not load it:
 nccl-rail doctor says why.
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/param.h"
 
 /* One row per symbol: where it goes in the table and whether the verbs path
  * can work without it. */
@@ -42,7 +43,41 @@ static const struct rail_verbs_sym rail_verbs_syms[] = {
     RAIL_VERBS_SYM(ack_async_event, "ibv_ack_async_event", 1),
     RAIL_VERBS_SYM(wc_status_str, "ibv_wc_status_str", 1),
     RAIL_VERBS_SYM(event_type_str, "ibv_event_type_str", 1),
+    RAIL_VERBS_SYM(fork_init, "ibv_fork_init", 1),
+    RAIL_VERBS_SYM(is_fork_initialized, "ibv_is_fork_initialized", 0),
 };
+
+/* fork() after memory is registered: on kernels before 5.13 the parent's
+ * registered pages become copy-on-write, and its next write to one moves it
+ * off the page the NIC was given: silent corruption. NCCL's users fork all
+ * the time (data loader workers, subprocess). ibv_fork_init() makes every
+ * later registration MADV_DONTFORK, so it must come before any of them,
+ * which is why it runs here, right after the library is loaded and before
+ * any other verbs call of ours. Kernels from 5.13 copy pinned pages at fork
+ * instead, and rdma-core from v35 says so (IBV_FORK_UNNEEDED): then nothing
+ * is done. If someone else registered memory first, ibv_fork_init fails;
+ * that is WARNed, since only RDMAV_FORK_SAFE=1 in the environment (which
+ * libibverbs applies at its first call) can then help. */
+static void rail_verbs_api_fork_init(const struct rail_verbs_api *t, const char *libname) {
+  int rc;
+
+  if (t->is_fork_initialized != NULL) {
+    enum ibv_fork_status st = t->is_fork_initialized();
+    if (st == IBV_FORK_UNNEEDED) {
+      RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
+                "verbs: %s: this kernel keeps registered memory safe across fork(); "
+                "ibv_fork_init not needed",
+                libname);
+      return;
+    }
+    if (st == IBV_FORK_ENABLED) return;
+  }
+  rc = t->fork_init();
+  if (rc != 0)
+    RAIL_WARN("verbs: %s: ibv_fork_init failed (%s): a fork() of this process after memory is "
+              "registered may corrupt that memory on kernels before 5.13; set RDMAV_FORK_SAFE=1",
+              libname, strerror(rc > 0 ? rc : errno));
+}
 
 int rail_verbs_api_open(const char *libname, struct rail_verbs_api *api) {
   struct rail_verbs_api t;
@@ -75,6 +110,7 @@ int rail_verbs_api_open(const char *libname, struct rail_verbs_api *api) {
     /* POSIX guarantees a data pointer can hold a function pointer from dlsym. */
     memcpy((char *)&t + s->offset, &fn, sizeof(fn));
   }
+  rail_verbs_api_fork_init(&t, libname);
   *api = t;
   return 0;
 
@@ -88,7 +124,10 @@ static int rail_verbs_global_ok;
 static pthread_once_t rail_verbs_global_once = PTHREAD_ONCE_INIT;
 
 static void rail_verbs_global_load(void) {
-  rail_verbs_global_ok = rail_verbs_api_open(RAIL_VERBS_LIB, &rail_verbs_global) == 0;
+  const char *lib = rail_param_str(RAIL_PARAM_VERBS_LIB);
+
+  rail_verbs_global_ok =
+      rail_verbs_api_open(lib[0] ? lib : RAIL_VERBS_LIB, &rail_verbs_global) == 0;
 }
 
 const struct rail_verbs_api *rail_verbs_api_get(void) {

@@ -58,16 +58,22 @@ struct rail_verbs_api {
   void (*ack_async_event)(struct ibv_async_event *event);
   const char *(*wc_status_str)(enum ibv_wc_status status);
   const char *(*event_type_str)(enum ibv_event_type event);
+  int (*fork_init)(void);
+  /* NULL on rdma-core older than v35 (IBVERBS_1.13). */
+  enum ibv_fork_status (*is_fork_initialized)(void);
 };
 
 /* Opens `libname` and resolves every symbol the table needs into *api.
  * -ENOENT when the library cannot be opened, -ENOSYS when a required symbol
  * is missing (both logged once at INFO naming the library and dlerror()).
- * Exposed for tests, which point it at a name that does not exist. */
+ * Before any other verbs call, it makes fork() safe for registered memory
+ * (see api.c). Exposed for tests, which point it at their fake provider or
+ * at a name that does not exist. */
 int rail_verbs_api_open(const char *libname, struct rail_verbs_api *api);
 
-/* The process-wide table for RAIL_VERBS_LIB, loaded on first call; NULL when
- * libibverbs is not usable here (said once at INFO: "verbs off"). */
+/* The process-wide table, loaded on first call from NCCL_RAIL_VERBS_LIB
+ * (default RAIL_VERBS_LIB; the tests' seam to their fake provider); NULL
+ * when that library is not usable here (said once at INFO: "verbs off"). */
 const struct rail_verbs_api *rail_verbs_api_get(void);
 
 /* ibv_query_port() without the inline wrapper's symbol reference: the

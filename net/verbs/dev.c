@@ -33,11 +33,13 @@ static int rail_verbs_pathf(char *out, const char *fmt, ...) {
 }
 
 /* Reads a small sysfs file into buf without the trailing newline. Unused GID
- * entries fail with EINVAL on read, which callers treat as "absent". */
+ * entries fail with EINVAL on read, which callers treat as "absent"; buf is
+ * then "", so that no caller ever prints what it held before. */
 static int rail_verbs_read(const char *path, char *buf, size_t len) {
   ssize_t n;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
 
+  buf[0] = '\0';
   if (fd < 0) return -errno;
   n = read(fd, buf, len - 1);
   if (n < 0) {

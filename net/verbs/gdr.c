@@ -2,12 +2,13 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "net/verbs/wire.h"
+#include "net/verbs/nic.h"
 #include "common/log.h"
 
 /* The few CUDA driver API types and values the probe needs, from the driver
@@ -18,6 +19,7 @@ typedef void *rail_cu_context;             /* CUcontext */
 typedef unsigned long long rail_cu_ptr;    /* CUdeviceptr */
 #define RAIL_CU_ATTR_DMA_BUF_SUPPORTED 124 /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
 #define RAIL_CU_HANDLE_DMA_BUF_FD 1        /* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */
+#define RAIL_CU_POINTER_BUFFER_ID 7        /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
 
 struct rail_cu_api {
   rail_cu_result (*init)(unsigned flags);
@@ -69,6 +71,29 @@ static int rail_cu_load(void **lib, struct rail_cu_api *cu, const char **why) {
     }
     memcpy((char *)cu + syms[i].off, &fn, sizeof(fn));
   }
+  return 0;
+}
+
+static rail_cu_result (*rail_cu_pointer_attr)(void *data, int attr, rail_cu_ptr p);
+static pthread_once_t rail_cu_pointer_once = PTHREAD_ONCE_INIT;
+
+static void rail_cu_pointer_load(void) {
+  /* Only a process that uses CUDA registers GPU memory, so the driver is
+   * loaded (and initialised by NCCL) already; this only finds it. */
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void *fn = lib != NULL ? dlsym(lib, "cuPointerGetAttribute") : NULL;
+
+  memcpy(&rail_cu_pointer_attr, &fn, sizeof(fn));
+}
+
+int rail_verbs_gdr_buffer_id(uintptr_t addr, uint64_t *id) {
+  unsigned long long v = 0;
+
+  pthread_once(&rail_cu_pointer_once, rail_cu_pointer_load);
+  if (rail_cu_pointer_attr == NULL ||
+      rail_cu_pointer_attr(&v, RAIL_CU_POINTER_BUFFER_ID, addr) != 0)
+    return -ENOENT;
+  *id = v;
   return 0;
 }
 

@@ -10,11 +10,21 @@
 #ifndef RAIL_NET_VERBS_GDR_H
 #define RAIL_NET_VERBS_GDR_H
 
+#include <stdint.h>
+
 #include "net/verbs/api.h"
 
 /* RAIL_VERBS_MEM_CUDA and/or RAIL_VERBS_MEM_DMABUF when the probe registered
  * GPU memory on `pd` that way; 0 otherwise (said once at INFO, naming `nic`
  * and the reason). */
 int rail_verbs_gdr_probe(const struct rail_verbs_api *api, struct ibv_pd *pd, const char *nic);
+
+/* The process-wide id of the CUDA allocation holding addr
+ * (CU_POINTER_ATTRIBUTE_BUFFER_ID): it changes when other memory is mapped
+ * at the address (CUDA VMM, PyTorch's expandable segments), which is how
+ * the registration cache knows a cached GPU registration still covers what
+ * it was made for. -ENOENT without the driver or for memory it does not
+ * know. Thread-safe (libcuda is opened once, never closed). */
+int rail_verbs_gdr_buffer_id(uintptr_t addr, uint64_t *id);
 
 #endif

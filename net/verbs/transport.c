@@ -1,6 +1,5 @@
 #include "net/verbs/transport.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,9 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/verbs/dev.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "net/core/liveness.h"
+#include "net/core/wire.h"
+#include "net/verbs/conn.h"
+#include "net/verbs/dev.h"
 
 /* ---- process state ---- */
 
@@ -106,12 +108,6 @@ int rail_vt_speed_mbps(const char *const *ifnames, int n) {
 
 /* ---- connections ---- */
 
-/* Side-channel records: magic, type, payload length (little-endian u32s),
- * then the payload. */
-#define RAIL_VT_REC_MAGIC 0x31585652u /* "RVX1" */
-#define RAIL_VT_REC_HDR 12
-enum { RAIL_VT_REC_INFO = 1, RAIL_VT_REC_READY = 2 };
-
 enum rail_vt_state {
   RAIL_VT_SEND_INFO,
   RAIL_VT_WAIT_INFO,
@@ -123,11 +119,16 @@ enum rail_vt_state {
 
 struct rail_vt_req {
   struct rail_xreq base; /* first: see net/core/transport.h */
-  int used;
+  struct rail_vt_req *next_free;
   struct rail_vt_comm *comm;
   struct rail_verbs_req *r;
-  size_t bytes; /* what it moves (send size, receive capacity) */
+  size_t bytes; /* what it moves (send size, receive capacities) */
+  int n;        /* sizes test() reports: 1 for a send, a receive's n, 0 for a flush */
 };
+
+/* Requests NCCL may hold at once: every send the wire takes, or every
+ * receive and flush. */
+#define RAIL_VT_REQS (RAIL_VERBS_MAX_SENDS + RAIL_VERBS_FIFO)
 
 struct rail_vt_comm {
   struct rail_conn base; /* first: see net/core/transport.h */
@@ -141,34 +142,24 @@ struct rail_vt_comm {
   struct rail_verbs_nic *nics[RAIL_VERBS_MAX_RAILS];
   struct rail_verbs_conn *conn;
   char peer[80];
-  uint8_t out[RAIL_VT_REC_HDR + RAIL_VERBS_INFO_BYTES];
+  uint8_t out[RAIL_WIRE_VERBS_REC_HEAD + RAIL_VERBS_INFO_BYTES];
   size_t out_len, out_off;
-  uint8_t in[RAIL_VT_REC_HDR + RAIL_VERBS_INFO_BYTES];
+  uint8_t in[RAIL_WIRE_VERBS_REC_HEAD + RAIL_VERBS_INFO_BYTES];
   size_t in_off;
-  struct rail_vt_req reqs[2 * RAIL_VERBS_FIFO];
+  struct rail_vt_req *free_reqs;
+  struct rail_vt_req reqs[RAIL_VT_REQS];
 };
-
-static void rail_vt_put32(uint8_t *p, uint32_t v) {
-  v = htole32(v);
-  memcpy(p, &v, 4);
-}
-static uint32_t rail_vt_get32(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return le32toh(v);
-}
 
 static int rail_vt_record(struct rail_vt_comm *c, int type) {
   size_t len = 0;
 
-  if (type == RAIL_VT_REC_INFO) {
-    int rc = rail_verbs_conn_info(c->conn, c->out + RAIL_VT_REC_HDR, RAIL_VERBS_INFO_BYTES, &len);
+  if (type == RAIL_WIRE_VERBS_REC_INFO) {
+    int rc = rail_verbs_conn_info(c->conn, c->out + RAIL_WIRE_VERBS_REC_HEAD, RAIL_VERBS_INFO_BYTES,
+                                  &len);
     if (rc != 0) return rc;
   }
-  rail_vt_put32(c->out, RAIL_VT_REC_MAGIC);
-  rail_vt_put32(c->out + 4, (uint32_t)type);
-  rail_vt_put32(c->out + 8, (uint32_t)len);
-  c->out_len = RAIL_VT_REC_HDR + len;
+  rail_wire_verbs_rec_encode(c->out, type, (uint32_t)len);
+  c->out_len = RAIL_WIRE_VERBS_REC_HEAD + len;
   c->out_off = 0;
   return 0;
 }
@@ -190,15 +181,15 @@ static int rail_vt_flush(struct rail_vt_comm *c) {
  * *len), -EAGAIN, or -errno (-ECONNRESET when the peer closed, -EPROTO). */
 static int rail_vt_read(struct rail_vt_comm *c, int type, size_t *len) {
   for (;;) {
-    size_t want = RAIL_VT_REC_HDR;
+    size_t want = RAIL_WIRE_VERBS_REC_HEAD;
     ssize_t n;
 
-    if (c->in_off >= RAIL_VT_REC_HDR) {
-      uint32_t plen = rail_vt_get32(c->in + 8);
-      if (rail_vt_get32(c->in) != RAIL_VT_REC_MAGIC || rail_vt_get32(c->in + 4) != (uint32_t)type ||
-          plen > RAIL_VERBS_INFO_BYTES)
+    if (c->in_off >= RAIL_WIRE_VERBS_REC_HEAD) {
+      uint32_t plen;
+      int got;
+      if (rail_wire_verbs_rec_decode(c->in, c->in_off, &got, &plen) != 0 || got != type)
         return -EPROTO;
-      want = RAIL_VT_REC_HDR + plen;
+      want = RAIL_WIRE_VERBS_REC_HEAD + plen;
       if (c->in_off == want) {
         *len = plen;
         c->in_off = 0;
@@ -254,15 +245,24 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
   cfg.qps_per_rail = (int)rail_param_int(RAIL_PARAM_QPS_PER_RAIL);
   cfg.peer = c->peer;
   cfg.timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
-  cfg.watch_fd = links[0].ctl_fd; /* EOF on it: the peer process is gone */
+  /* The side channel tells whether the peer is there (net/verbs/live.c):
+   * keepalive finds a vanished host on it while it is idle. */
+  cfg.watch_fd = links[0].ctl_fd;
+  rail_liveness_tune(cfg.watch_fd, cfg.timeout_ms);
   cfg.traffic_class = -1;
   cfg.min_stripe_bytes = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
   rc = rail_verbs_conn_create(&cfg, is_send, &c->conn);
   if (rc != 0) goto free_comm;
+  for (int i = RAIL_VT_REQS - 1; i >= 0; i--) {
+    c->reqs[i].base.t = &rail_transport_verbs;
+    c->reqs[i].comm = c;
+    c->reqs[i].next_free = c->free_reqs;
+    c->free_reqs = &c->reqs[i];
+  }
   c->deadline_ns =
       rail_now_ns() + (uint64_t)rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS) * 1000000ull;
   if (is_send) {
-    rc = rail_vt_record(c, RAIL_VT_REC_INFO);
+    rc = rail_vt_record(c, RAIL_WIRE_VERBS_REC_INFO);
     if (rc != 0) goto destroy_conn;
     c->state = RAIL_VT_SEND_INFO;
   } else {
@@ -307,14 +307,15 @@ static int rail_vt_step(struct rail_conn *conn) {
                                                   : RAIL_VT_WAIT_READY;
       break;
     case RAIL_VT_WAIT_INFO:
-      rc = rail_vt_read(c, RAIL_VT_REC_INFO, &len);
+      rc = rail_vt_read(c, RAIL_WIRE_VERBS_REC_INFO, &len);
       if (rc != 0) break;
-      rc = rail_verbs_conn_connect(c->conn, c->in + RAIL_VT_REC_HDR, len);
-      if (rc == 0) rc = rail_vt_record(c, c->is_send ? RAIL_VT_REC_READY : RAIL_VT_REC_INFO);
+      rc = rail_verbs_conn_connect(c->conn, c->in + RAIL_WIRE_VERBS_REC_HEAD, len);
+      if (rc == 0)
+        rc = rail_vt_record(c, c->is_send ? RAIL_WIRE_VERBS_REC_READY : RAIL_WIRE_VERBS_REC_INFO);
       if (rc == 0) c->state = c->is_send ? RAIL_VT_SEND_READY : RAIL_VT_SEND_INFO;
       break;
     case RAIL_VT_WAIT_READY:
-      rc = rail_vt_read(c, RAIL_VT_REC_READY, &len);
+      rc = rail_vt_read(c, RAIL_WIRE_VERBS_REC_READY, &len);
       if (rc == 0) c->state = RAIL_VT_READY;
       break;
     case RAIL_VT_READY:
@@ -376,27 +377,25 @@ static int rail_vt_dereg_mr(struct rail_conn *c, void *mhandle) {
   return 0;
 }
 
-/* A free slot for a request moving `bytes`; NULL when all are busy. */
+/* A free request for one moving `bytes`; NULL when all are busy. */
 static struct rail_vt_req *rail_vt_req_get(struct rail_vt_comm *c, size_t bytes) {
-  for (size_t i = 0; i < sizeof(c->reqs) / sizeof(c->reqs[0]); i++) {
-    if (!c->reqs[i].used) {
-      c->reqs[i].base.t = &rail_transport_verbs;
-      c->reqs[i].used = 1;
-      c->reqs[i].comm = c;
-      c->reqs[i].bytes = bytes;
-      return &c->reqs[i];
-    }
-  }
-  return NULL;
+  struct rail_vt_req *w = c->free_reqs;
+
+  if (w == NULL) return NULL;
+  c->free_reqs = w->next_free;
+  w->bytes = bytes;
+  w->r = NULL;
+  return w;
 }
 
 static void rail_vt_req_put(struct rail_vt_req *w) {
-  w->used = 0;
   w->r = NULL;
+  w->next_free = w->comm->free_reqs;
+  w->comm->free_reqs = w;
 }
 
 /* After the wire call that filled w->r: hands the request to NCCL, or gives
- * the slot back when the wire failed (rc) or had no room (w->r NULL, and
+ * it back when the wire failed (rc) or had no room (w->r NULL, and
  * *request stays NULL so that NCCL retries). */
 static int rail_vt_req_publish(struct rail_vt_req *w, int rc, struct rail_xreq **request) {
   if (rc != 0 || w->r == NULL) {
@@ -416,32 +415,52 @@ static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int ta
   if (c->state != RAIL_VT_READY) return -ENOTCONN;
   w = rail_vt_req_get(c, size);
   if (w == NULL) return 0; /* all slots busy: NCCL retries */
-  return rail_vt_req_publish(w, rail_verbs_isend(c->conn, data, size, mhandle, &w->r), request);
+  w->n = 1;
+  return rail_vt_req_publish(w, rail_verbs_send_post(c->conn, data, size, tag, mhandle, &w->r),
+                             request);
+}
+
+static int rail_vt_irecv_group(struct rail_conn *conn, int n, void **data, const size_t *sizes,
+                               const int *tags, void **mhandles, struct rail_xreq **request) {
+  struct rail_vt_comm *c = rail_vt_comm(conn);
+  struct rail_vt_req *w;
+  size_t bytes = 0;
+
+  *request = NULL;
+  if (c->state != RAIL_VT_READY) return -ENOTCONN;
+  for (int i = 0; i < n; i++)
+    bytes += sizes[i];
+  w = rail_vt_req_get(c, bytes);
+  if (w == NULL) return 0;
+  w->n = n;
+  return rail_vt_req_publish(
+      w,
+      rail_verbs_recv_post(c->conn, n, data, sizes, tags, (struct rail_verbs_mr **)mhandles, &w->r),
+      request);
 }
 
 static int rail_vt_irecv(struct rail_conn *conn, void *data, size_t size, int tag, void *mhandle,
                          struct rail_xreq **request) {
+  return rail_vt_irecv_group(conn, 1, &data, &size, &tag, &mhandle, request);
+}
+
+static int rail_vt_iflush_group(struct rail_conn *conn, int n, void **data, const int *sizes,
+                                void **mhandles, struct rail_xreq **request) {
   struct rail_vt_comm *c = rail_vt_comm(conn);
   struct rail_vt_req *w;
 
   *request = NULL;
-  if (c->state != RAIL_VT_READY) return -ENOTCONN;
-  w = rail_vt_req_get(c, size);
-  if (w == NULL) return 0;
-  return rail_vt_req_publish(w, rail_verbs_irecv(c->conn, data, size, mhandle, &w->r), request);
+  w = rail_vt_req_get(c, 0);
+  if (w == NULL) return -ENOBUFS; /* a NULL flush request reads as done */
+  w->n = 0;
+  return rail_vt_req_publish(
+      w, rail_verbs_flush_post(c->conn, n, data, sizes, (struct rail_verbs_mr **)mhandles, &w->r),
+      request);
 }
 
 static int rail_vt_iflush(struct rail_conn *conn, void *data, int size, void *mhandle,
                           struct rail_xreq **request) {
-  struct rail_vt_comm *c = rail_vt_comm(conn);
-  struct rail_vt_req *w;
-
-  *request = NULL;
-  /* Only GPU memory written by the NIC needs the read-back. */
-  if (size == 0 || mhandle == NULL || rail_verbs_mr_type(mhandle) == RAIL_VERBS_MEM_HOST) return 0;
-  w = rail_vt_req_get(c, 0);
-  if (w == NULL) return 0;
-  return rail_vt_req_publish(w, rail_verbs_iflush(c->conn, data, mhandle, &w->r), request);
+  return rail_vt_iflush_group(conn, 1, &data, &size, &mhandle, request);
 }
 
 #define RAIL_VT_NAP_MIN_BYTES (1u << 20)
@@ -460,19 +479,20 @@ static void rail_vt_nap(const struct rail_vt_req *w) {
   if (nap.tv_nsec > 0) nanosleep(&nap, NULL);
 }
 
-static int rail_vt_test(struct rail_xreq *request, int *done, int *size) {
+static int rail_vt_test(struct rail_xreq *request, int *done, int *sizes) {
   struct rail_vt_req *w = (struct rail_vt_req *)request;
-  size_t sz = 0;
+  size_t sz[RAIL_VERBS_MAX_RECVS] = {0};
   int rc;
 
-  rc = rail_verbs_test(w->r, done, &sz);
+  rc = rail_verbs_req_test(w->r, done, sz);
   if (rc != 0) {
     rail_vt_req_put(w);
     return rc;
   }
   if (!*done) rail_vt_nap(w);
   if (*done) {
-    if (size != NULL) *size = (int)sz;
+    for (int i = 0; sizes != NULL && i < w->n; i++)
+      sizes[i] = (int)sz[i];
     rail_vt_req_put(w);
   }
   return 0;
@@ -497,7 +517,7 @@ const struct rail_transport rail_transport_verbs = {
     .kind = RAIL_VT_WIRE_ID,
     .uses_data_sockets = 0,
     .exclusive = 1,
-    .max_recvs = 1,
+    .max_recvs = RAIL_VERBS_MAX_RECVS,
     .init = rail_vt_init,
     .fini = rail_vt_fini,
     .enabled = rail_vt_enabled,
@@ -513,7 +533,9 @@ const struct rail_transport rail_transport_verbs = {
     .dereg_mr = rail_vt_dereg_mr,
     .isend = rail_vt_isend,
     .irecv = rail_vt_irecv,
+    .irecv_group = rail_vt_irecv_group,
     .iflush = rail_vt_iflush,
+    .iflush_group = rail_vt_iflush_group,
     .test = rail_vt_test,
     .stats = rail_vt_stats,
     .rail_down = rail_vt_rail_down,

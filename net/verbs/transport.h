@@ -10,7 +10,8 @@
  * the RDMA ports (NCCL_RAIL_TRANSPORT decides whether to look); a device
  * uses verbs when rail_vt_device_ok(its rails' ifnames): every rail's
  * netdev has an ACTIVE RDMA port. Such a device reports ptrSupport
- * rail_vt_ptr_support(), maxRecvs 1 and maxP2pBytes <= RAIL_VERBS_MAX_MSG_BYTES.
+ * rail_vt_ptr_support(), maxRecvs RAIL_VERBS_MAX_RECVS (8, as NCCL's IB
+ * transport: grouped receives) and maxP2pBytes <= RAIL_VERBS_MAX_MSG_BYTES.
  *
  * Threads: init/fini/device_ok/ptr_support under the caller's init lock;
  * a comm and its requests on one thread at a time, as in net/net.h.
@@ -18,8 +19,9 @@
 #ifndef RAIL_NET_VERBS_TRANSPORT_H
 #define RAIL_NET_VERBS_TRANSPORT_H
 
+#include <stddef.h>
+
 #include "net/core/transport.h"
-#include "net/verbs/wire.h"
 
 /* The verbs transport's id on the wire (handle, hello). */
 #define RAIL_VT_WIRE_ID 1

@@ -26,8 +26,10 @@ for prefix in "NET/Rail device 0" "NET/Rail transport: "; do
   check "the quoted line '$prefix' is one the plugin logs at init" \
     sh -c "grep -qF '$prefix' '$tmp/next' && grep -qF '$prefix' '$tmp/log'"
 done
+check "the version line quoted is the one the plugin logs at init" \
+  sh -c "grep -qF 'NET/Rail : nccl-rail ' '$tmp/next' && grep -qF 'NET/Rail : nccl-rail ' '$tmp/log'"
 check "the tuner's line is the tuner's own format" \
-  sh -c "grep -qF 'NET/Rail tuner: ' '$tmp/next' && grep -q 'TUNING, \"tuner: %s%s%s\"' '$src/tuner/tuner.c' &&
+  sh -c "grep -qF 'NET/Rail tuner: this node: ' '$tmp/next' && grep -qF '\"tuner: this node: %s; ' '$src/tuner/tuner.c' &&
          grep -q '\"NET/Rail %s\"' '$src/common/log.c'"
 check "NCCL's load lines name the plugin by its tables' name" \
   sh -c "grep -q 'Loaded net plugin Rail' '$tmp/next' && grep -q 'Using Rail' '$tmp/next' &&

@@ -1,6 +1,6 @@
 /* The verbs transport without RDMA hardware: the dlopen seam, discovery over
  * fake sysfs trees (RoCE GID choice, IB, soft-RoCE, ports down), the
- * transport choice and the striping split. Real verbs traffic is tested in
+ * transport choice. Real verbs traffic is tested in
  * the soft-RoCE VM (tests/rig/rxe). */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -18,7 +18,8 @@
 #include "net/verbs/dev.h"
 #include "net/verbs/gdr.h"
 #include "net/verbs/transport.h"
-#include "net/verbs/wire.h"
+#include "net/core/wire.h"
+#include "net/verbs/nic.h"
 #include "common/log.h"
 #include "common/param.h"
 #include "tests/unit/test.h"
@@ -375,6 +376,28 @@ TEST(roce_port_without_usable_gid_is_skipped) {
   remove_root();
 }
 
+/* A port whose state cannot be read is skipped, and the INFO says so
+ * rather than printing what the buffer held before (issue 13). */
+TEST(port_with_unreadable_state_is_skipped_saying_so) {
+  struct rail_verbs_port ports[4];
+  int n = -1;
+
+  make_root("nostate");
+  /* mlx5_0 first: its reads leave text in the scan's buffer. */
+  put(IB "/mlx5_0/node_guid", "0c42:a103:0065:aa10");
+  put(IB "/mlx5_0/ports/1/state", "4: ACTIVE");
+  put(IB "/mlx5_0/ports/1/link_layer", "InfiniBand");
+  put(IB "/mlx5_0/ports/1/rate", "200 Gb/sec (4X HDR)");
+  gid(IB "/mlx5_0/ports/1", 0, "fe80:0000:0000:0000:0c42:a103:0065:aa11", "IB/RoCE v1", "");
+  put(IB "/mlx5_1/ports/1/link_layer", "InfiniBand");
+  capture_start();
+  CHECK_EQ_INT(rail_verbs_scan_sysfs(root, -1, ports, 4, &n), 0);
+  capture_stop();
+  CHECK_EQ_INT(n, 1);
+  CHECK(strstr(logbuf, "skipping mlx5_1 port 1: state unreadable\n") != NULL);
+  remove_root();
+}
+
 TEST(no_rdma_devices_means_no_ports) {
   struct rail_verbs_port ports[4];
   int n = -1;
@@ -448,34 +471,6 @@ TEST(transport_choice_follows_ports_and_override) {
   capture_stop();
 }
 
-TEST(split_by_speed_keeps_small_whole_and_cuts_large_by_speed) {
-  int speed[3] = {100000, 200000, 100000}, up[3] = {1, 1, 1};
-  size_t parts[3];
-  unsigned rr = 0;
-
-  /* Small: whole, on rails 0, 1, 2, 0 in turn. */
-  for (int i = 0; i < 4; i++) {
-    rail_verbs_split_by_speed(speed, 65536, &rr, 1000, 3, up, parts);
-    CHECK_EQ_INT(parts[i % 3], 1000);
-    CHECK_EQ_INT(parts[0] + parts[1] + parts[2], 1000);
-  }
-  /* Large: 1:2:1, cut at 128 bytes, the last rail takes the rest. */
-  rail_verbs_split_by_speed(speed, 65536, &rr, (1 << 20) + 5, 3, up, parts);
-  CHECK_EQ_INT(parts[0], 262144);
-  CHECK_EQ_INT(parts[1], 524288);
-  CHECK_EQ_INT(parts[2], 262149);
-  CHECK_EQ_INT(parts[0] % RAIL_VERBS_ALIGN, 0);
-  /* A rail that is down gets nothing. */
-  up[1] = 0;
-  rail_verbs_split_by_speed(speed, 65536, &rr, 1 << 20, 3, up, parts);
-  CHECK_EQ_INT(parts[1], 0);
-  CHECK_EQ_INT(parts[0], 1 << 19);
-  CHECK_EQ_INT(parts[0] + parts[2], 1 << 20);
-  /* Zero bytes is a small message. */
-  rail_verbs_split_by_speed(speed, 65536, &rr, 0, 3, up, parts);
-  CHECK_EQ_INT(parts[0] + parts[1] + parts[2], 0);
-}
-
 TEST(gpu_registration_is_not_advertised_without_cuda) {
   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 
@@ -505,6 +500,122 @@ TEST(test_naps_an_eighth_of_a_large_message_at_port_speed) {
   CHECK_EQ_INT(rail_vt_nap_ns(1u << 30, 10000), 50000);
 }
 
+/* ---- wire formats (net/core/wire.h) ---- */
+
+static struct rail_wire_verbs_info info_2x2(void) {
+  struct rail_wire_verbs_info v;
+
+  memset(&v, 0, sizeof(v));
+  v.is_sender = 1;
+  v.nrails = 2;
+  v.qps = 2;
+  v.fifo_addr = 0x7f0000001000ull;
+  v.landing_addr = 0x7f0000002000ull;
+  for (int r = 0; r < 2; r++) {
+    v.rails[r].gid[0] = 0xfe;
+    v.rails[r].link = RAIL_VERBS_LINK_ETH;
+    v.rails[r].mtu = 5;
+    v.rails[r].fifo_rkey = 0x100u + (uint32_t)r;
+    for (int q = 0; q < 2; q++) {
+      v.rails[r].qpn[q] = 0x11u + (uint32_t)(r * 2 + q);
+      v.rails[r].psn[q] = 0xabcdeu;
+    }
+  }
+  return v;
+}
+
+/* Connection info round-trips; anything else the peer might send is
+ * refused: short, long, another version, counts out of range, 24-bit
+ * fields wider. */
+TEST(connection_info_decoder_refuses_what_it_does_not_expect) {
+  struct rail_wire_verbs_info v = info_2x2(), w;
+  uint8_t b[RAIL_WIRE_VERBS_INFO_MAX + 8];
+  size_t n = 0;
+
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, sizeof(b), &n), 0);
+  CHECK_EQ_INT(n, 24 + 2 * (28 + 16));
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), 0);
+  CHECK_EQ_INT(w.rails[1].qpn[1], 0x14);
+  CHECK(w.landing_addr == v.landing_addr);
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n - 1, &w), -EPROTO);
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n + 1, &w), -EPROTO);
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, n - 1, &n), -ENOSPC);
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, sizeof(b), &n), 0);
+  b[4] = 1; /* version */
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), -EPROTONOSUPPORT);
+  b[4] = RAIL_WIRE_VERBS_INFO_VERSION;
+  b[6] = 5; /* rails */
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), -EPROTO);
+  b[6] = 2;
+  b[24 + 28 + 3] = 1; /* rail 0's first QP number: 25 bits */
+  CHECK_EQ_INT(rail_wire_verbs_info_decode(b, n, &w), -EPROTO);
+  v.qps = 0;
+  CHECK_EQ_INT(rail_wire_verbs_info_encode(&v, b, sizeof(b), &n), -EINVAL);
+}
+
+/* A credit whose buffer would wrap the address space, claims more than 1
+ * GiB or more than 8 buffers, or whose two sequence words differ (torn) is
+ * refused. */
+TEST(credit_decoder_refuses_overflow_counts_and_torn_slots) {
+  struct rail_wire_verbs_credit c, d;
+  uint8_t slot[RAIL_WIRE_VERBS_CREDIT_BYTES];
+
+  memset(&c, 0, sizeof(c));
+  c.seq = 77;
+  c.n = 2;
+  c.nrails = 2;
+  c.e[0] = (struct rail_wire_verbs_entry){0x1000, 4096, 3, {1, 2, 0, 0}};
+  c.e[1] = (struct rail_wire_verbs_entry){0x9000, 0, 4, {0, 0, 0, 0}};
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), 0);
+  CHECK_EQ_INT(d.n, 2);
+  CHECK_EQ_INT(d.e[1].tag, 4);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot) - 1, &d), -EPROTO);
+  slot[sizeof(slot) - 4] ^= 1;
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.e[0].addr = UINT64_MAX - 100;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.e[0].addr = 0x1000;
+  c.e[0].size = (1ull << 30) + 1;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.e[0].size = 4096;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), 0);
+  slot[5] = 9; /* buffers */
+  CHECK_EQ_INT(rail_wire_verbs_credit_decode(slot, sizeof(slot), &d), -EPROTO);
+  c.n = 9;
+  CHECK_EQ_INT(rail_wire_verbs_credit_encode(&c, slot), -EINVAL);
+}
+
+TEST(record_and_immediate_decoders_refuse_what_they_do_not_expect) {
+  struct rail_wire_verbs_imm m = {0xbeef, 16, 7, 1, 1}, k;
+  uint8_t h[RAIL_WIRE_VERBS_REC_HEAD];
+  uint32_t len = 0;
+  int type = 0;
+
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_INFO, 104);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), 0);
+  CHECK_EQ_INT(type, RAIL_WIRE_VERBS_REC_INFO);
+  CHECK_EQ_INT(len, 104);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h) - 1, &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_INFO, RAIL_WIRE_VERBS_INFO_MAX + 1);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_READY, 1);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, 3, 0);
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTO);
+  rail_wire_verbs_rec_encode(h, RAIL_WIRE_VERBS_REC_READY, 0);
+  h[4] = 1;
+  CHECK_EQ_INT(rail_wire_verbs_rec_decode(h, sizeof(h), &type, &len), -EPROTONOSUPPORT);
+  CHECK_EQ_INT(rail_wire_verbs_imm_decode(rail_wire_verbs_imm_encode(&m), &k), 0);
+  CHECK_EQ_INT(k.seq16, 0xbeef);
+  CHECK_EQ_INT(k.nparts, 16);
+  CHECK_EQ_INT(k.entry, 7);
+  CHECK(k.trunc && k.aborted);
+  CHECK_EQ_INT(rail_wire_verbs_imm_decode(1u << 25, &k), -EPROTO);
+}
+
 RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                library_without_verbs_symbols_is_refused,
                real_library_resolves_every_required_symbol, gid_prefers_roce_v2_ipv4_mapped,
@@ -512,10 +623,13 @@ RAIL_TEST_MAIN(missing_library_turns_verbs_off_with_one_info,
                gid_ignores_vlan_rows_and_falls_back_to_v1,
                scan_finds_active_ports_with_link_speed_pci_numa_and_gid,
                gid_index_override_applies_where_the_row_exists,
-               roce_port_without_usable_gid_is_skipped, no_rdma_devices_means_no_ports,
+               roce_port_without_usable_gid_is_skipped,
+               port_with_unreadable_state_is_skipped_saying_so, no_rdma_devices_means_no_ports,
                discover_keeps_only_ports_verbs_confirms,
                host_without_rdma_reports_no_devices_and_sockets_are_used,
                transport_choice_follows_ports_and_override,
-               split_by_speed_keeps_small_whole_and_cuts_large_by_speed,
                gpu_registration_is_not_advertised_without_cuda,
-               test_naps_an_eighth_of_a_large_message_at_port_speed)
+               test_naps_an_eighth_of_a_large_message_at_port_speed,
+               connection_info_decoder_refuses_what_it_does_not_expect,
+               credit_decoder_refuses_overflow_counts_and_torn_slots,
+               record_and_immediate_decoders_refuse_what_they_do_not_expect)

@@ -1,0 +1,193 @@
+/* unit.verbs_transport: the verbs transport as NCCL reaches it, through the
+ * net interface (net/net.h) in this process, over the fake provider on a
+ * fake sysfs tree: discovery finds fake0 under lo, the device carries data
+ * over verbs, reports maxRecvs 8 and takes grouped receives; a late peer is
+ * waited for and a closed one fails every pending request in bounded time.
+ * ctest sets the environment (NCCL_RAIL_VERBS_LIB, NCCL_RAIL_TRANSPORT=verbs,
+ * NCCL_RAIL_IFNAMES=lo, FAKEVERBS_DEVICES=fake0); the tree is made here. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/param.h"
+#include "net/net.h"
+#include "fake_util.h"
+
+/* Once: the fake tree, the environment, and the net layer up. */
+static int up(void) {
+  static int done, rc;
+  int ndev = 0;
+
+  if (done) return rc;
+  done = 1;
+  rail_log_set_logger(fx_logger);
+  if (fx_tree() != 0) return rc = -1;
+  setenv("NCCL_RAIL_TIMEOUT_MS", "300", 1);
+  rail_param_reload();
+  if (rail_net_init() != 0 || rail_net_devices(&ndev) != 0 || ndev < 1) return rc = -1;
+  return rc = 0;
+}
+
+struct pair {
+  void *sc, *rc;
+};
+
+/* A connection on device 0 to itself, bounded. */
+static int pair_open(struct pair *p) {
+  uint8_t handle[RAIL_NET_HANDLE_BYTES];
+  void *lc = NULL;
+  double end = fx_now() + 20;
+
+  memset(p, 0, sizeof(*p));
+  memset(handle, 0, sizeof(handle));
+  if (rail_net_listen(0, handle, &lc) != 0) return -1;
+  while ((p->sc == NULL || p->rc == NULL) && fx_now() < end) {
+    if (p->sc == NULL && rail_net_connect(0, handle, -1, &p->sc) != 0) break;
+    if (p->rc == NULL && rail_net_accept(lc, &p->rc) != 0) break;
+  }
+  rail_net_close_listen(lc);
+  return p->sc != NULL && p->rc != NULL ? 0 : -1;
+}
+
+static void pair_close(struct pair *p) {
+  if (p->sc != NULL) rail_net_close_send(p->sc);
+  if (p->rc != NULL) rail_net_close_recv(p->rc);
+}
+
+/* Tests req until done (or an error), at most secs. */
+static int wait(void *req, int *sizes, double secs, int *done) {
+  double end = fx_now() + secs;
+  int rc = 0;
+
+  *done = 0;
+  while (fx_now() < end && !*done && (rc = rail_net_test(req, done, sizes)) == 0) {
+  }
+  return rc;
+}
+
+TEST(discovery_finds_the_fake_port_and_the_device_takes_eight_receives) {
+  struct rail_net_props props;
+
+  CHECK_EQ_INT(up(), 0);
+  CHECK_EQ_INT(rail_net_get_props(0, &props), 0);
+  CHECK_EQ_INT(props.max_recvs, 8);
+  CHECK(props.ptr_support & RAIL_NET_PTR_HOST);
+  CHECK(strstr(fx_log, "transport: verbs (1 RDMA port(s) open)") != NULL);
+  CHECK(strstr(fx_log, "verbs: fake0 port 1 RoCE 100000 Mbps netdev lo") != NULL);
+}
+
+/* Eight buffers in one irecv, eight sends with their tags in another order:
+ * each lands in its buffer, sizes reported per buffer; nine are refused. */
+TEST(a_grouped_receive_through_the_net_interface) {
+  enum { N = 8, SLOT = 65536 };
+  static uint8_t sbuf[N * SLOT], rbuf[N * SLOT];
+  void *smh = NULL, *rmh = NULL, *rreq = NULL, *sreq[N], *data[N + 1], *mhs[N + 1];
+  size_t cap[N + 1];
+  int tags[N + 1], sizes[64], done = 0;
+  struct pair p;
+
+  CHECK_EQ_INT(up(), 0);
+  CHECK_EQ_INT(pair_open(&p), 0);
+  CHECK(strstr(fx_log, " over verbs: ") != NULL);
+  CHECK_EQ_INT(rail_net_reg_mr(p.sc, sbuf, sizeof(sbuf), RAIL_NET_PTR_HOST, &smh), 0);
+  CHECK_EQ_INT(rail_net_reg_mr(p.rc, rbuf, sizeof(rbuf), RAIL_NET_PTR_HOST, &rmh), 0);
+  for (int i = 0; i < N + 1; i++) {
+    data[i] = rbuf + (size_t)(i % N) * SLOT;
+    cap[i] = SLOT;
+    tags[i] = 7 - (i % N);
+    mhs[i] = rmh;
+  }
+  for (int i = 0; i < N; i++)
+    memset(sbuf + (size_t)i * SLOT, 'A' + i, SLOT);
+  fx_nwarn = 0;
+  CHECK_EQ_INT(rail_net_irecv(p.rc, N + 1, data, cap, tags, mhs, &rreq), -EINVAL);
+  CHECK_EQ_INT(fx_nwarn, 1);
+  CHECK_EQ_INT(rail_net_irecv(p.rc, N, data, cap, tags, mhs, &rreq), 0);
+  CHECK(rreq != NULL);
+  for (int i = 0; i < N; i++) {
+    CHECK_EQ_INT(rail_net_isend(p.sc, sbuf + (size_t)i * SLOT, 1000 + (size_t)i, i, smh, &sreq[i]),
+                 0);
+    CHECK(sreq[i] != NULL);
+  }
+  memset(sizes, 0xff, sizeof(sizes));
+  CHECK_EQ_INT(wait(rreq, sizes, 10, &done), 0);
+  CHECK(done);
+  /* Buffer i has tag 7 - i: it holds send 7 - i. */
+  for (int i = 0; i < N; i++) {
+    CHECK_EQ_INT(sizes[i], 1000 + (7 - i));
+    CHECK_EQ_INT(rbuf[(size_t)i * SLOT], 'A' + (7 - i));
+  }
+  CHECK_EQ_INT(sizes[N], -1); /* nothing written past n */
+  for (int i = 0; i < N; i++) {
+    int sz = 0;
+    CHECK_EQ_INT(wait(sreq[i], &sz, 10, &done), 0);
+    CHECK_EQ_INT(sz, 1000 + i);
+  }
+  rail_net_dereg_mr(p.sc, smh);
+  rail_net_dereg_mr(p.rc, rmh);
+  pair_close(&p);
+}
+
+/* The receiver posts nothing for 3 x NCCL_RAIL_TIMEOUT_MS while sends wait:
+ * nothing fails. Then it closes with sends pending: they fail within a
+ * second, one WARN naming the peer. */
+TEST(a_late_receiver_lives_and_a_closed_one_fails_the_sender_in_bounded_time) {
+  static uint8_t sbuf[4 << 20], rbuf[4 << 20];
+  void *smh = NULL, *rmh = NULL, *sreq[4], *rreq = NULL;
+  size_t cap = 1 << 20;
+  int done = 0, tag = 0;
+  double t0;
+  struct pair p;
+
+  CHECK_EQ_INT(up(), 0);
+  CHECK_EQ_INT(pair_open(&p), 0);
+  CHECK_EQ_INT(rail_net_reg_mr(p.sc, sbuf, sizeof(sbuf), RAIL_NET_PTR_HOST, &smh), 0);
+  CHECK_EQ_INT(rail_net_reg_mr(p.rc, rbuf, sizeof(rbuf), RAIL_NET_PTR_HOST, &rmh), 0);
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ_INT(rail_net_isend(p.sc, sbuf + ((size_t)i << 20), 1 << 20, 0, smh, &sreq[i]), 0);
+  fx_nwarn = 0;
+  CHECK_EQ_INT(wait(sreq[0], NULL, 0.9, &done), 0);
+  CHECK(!done);
+  {
+    void *d = rbuf;
+    CHECK_EQ_INT(rail_net_irecv(p.rc, 1, &d, &cap, &tag, &rmh, &rreq), 0);
+  }
+  /* One thread drives both ends, as NCCL's proxy thread would. */
+  {
+    double end = fx_now() + 10;
+    int rdone = 0, sdone = 0;
+    while (fx_now() < end && !(rdone && sdone)) {
+      if (!rdone) CHECK_EQ_INT(rail_net_test(rreq, &rdone, NULL), 0);
+      if (!sdone) CHECK_EQ_INT(rail_net_test(sreq[0], &sdone, NULL), 0);
+    }
+    CHECK(rdone && sdone);
+  }
+  CHECK_EQ_INT(fx_nwarn, 0);
+  rail_net_dereg_mr(p.rc, rmh);
+  rail_net_close_recv(p.rc);
+  p.rc = NULL;
+  t0 = fx_now();
+  for (int i = 1; i < 4; i++)
+    CHECK_EQ_INT(wait(sreq[i], NULL, 5, &done), -ECONNRESET);
+  CHECK(fx_now() - t0 < 1.0);
+  CHECK_EQ_INT(fx_nwarn, 1);
+  CHECK(strstr(fx_log, "is gone: its side channel closed") != NULL);
+  rail_net_dereg_mr(p.sc, smh);
+  pair_close(&p);
+}
+
+TEST(net_layer_goes_down) {
+  rail_net_fini();
+  CHECK_EQ_INT(fx_tree_remove(), 0);
+}
+
+RAIL_TEST_MAIN(discovery_finds_the_fake_port_and_the_device_takes_eight_receives,
+               a_grouped_receive_through_the_net_interface,
+               a_late_receiver_lives_and_a_closed_one_fails_the_sender_in_bounded_time,
+               net_layer_goes_down)
