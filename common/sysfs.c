@@ -203,7 +203,11 @@ static const char *hex_field(const char *s, int max, const char *ends, unsigned 
                                        : tolower((unsigned char)s[n]) - 'a' + 10);
     n++;
   }
-  if (n == 0 || n > max || strchr(ends, s[n]) == NULL) return NULL;
+  /* strchr finds every string's NUL, so the end of s counts as an end only
+   * for the last field (ends ""): a field cut short by it must not let the
+   * caller step past the terminator. */
+  if (n == 0 || n > max) return NULL;
+  if (s[n] == '\0' ? ends[0] != '\0' : strchr(ends, s[n]) == NULL) return NULL;
   return s + n;
 }
 
@@ -215,7 +219,6 @@ int rail_sysfs_bdf(const char *s, char *canon, size_t len) {
   if ((p = hex_field(p, 8, ":", &dom)) == NULL) return 0;
   if ((p = hex_field(p + 1, 2, ":", &bus)) == NULL) return 0;
   if ((p = hex_field(p + 1, 2, ".", &dev)) == NULL) return 0;
-  /* The terminating NUL is in every string's set of ends. */
   if ((p = hex_field(p + 1, 1, "", &fn)) == NULL) return 0;
   if (dev > 0x1f || fn > 7) return 0;
   if (canon != NULL &&

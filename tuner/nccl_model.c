@@ -306,9 +306,8 @@ static int enabled(const struct rail_nccl_view *v, int coll, int algo, int proto
   if (proto == RAIL_PROTO_LL128 && !v->ll128) return 0;
   switch (algo) {
   case RAIL_ALGO_NVLS_TREE:
-    if (v->nodes == 1) return 0;
-    /* fall through */
   case RAIL_ALGO_NVLS:
+    if (algo == RAIL_ALGO_NVLS_TREE && v->nodes == 1) return 0;
     if (!v->nvls_ok || (coll != RAIL_COLL_ALLREDUCE && ppn > 32)) return 0;
     return algo == RAIL_ALGO_NVLS_TREE || v->nodes == 1 || v->collnet;
   case RAIL_ALGO_COLLNET_DIRECT:

@@ -259,6 +259,19 @@ TEST(sysfs_pci_addresses) {
   CHECK(!rail_sysfs_bdf("virtio2", NULL, 0));
   CHECK(!rail_sysfs_bdf("pci0000:00", NULL, 0));
   CHECK(!rail_sysfs_bdf("", NULL, 0));
+  /* Cut short at each field: the parser must stop at the NUL, not step over
+   * it (found by fuzz.xml; the copies put the end of each string at the end
+   * of its allocation, where ASan sees a read past it). */
+  {
+    static const char *cut[] = {"0000", "0000:", "0000:3b", "0000:3b:", "0000:3b:00",
+                                "0000:3b:00."};
+    for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++) {
+      char *copy = strdup(cut[i]);
+      CHECK(copy != NULL);
+      CHECK(!rail_sysfs_bdf(copy, NULL, 0));
+      free(copy);
+    }
+  }
   {
     char p[] = "/sys/devices/pci0000:00/0000:00:03.0/virtio2";
     CHECK_EQ_INT(rail_sysfs_pci_function(p), 0);
