@@ -36,7 +36,7 @@ void rail_bench_make_cfg(const struct bench_opts *o, struct bench_cfg *c) {
 /* Buffer slots a direction's messages cycle over: as many as the window
  * needs and memory allows. The raw TCP loop uses the same, so that both
  * copy to and from the same amount of memory (a loop that reuses one small
- * buffer runs from the cache and measured 1.3-1.7x faster here). */
+ * buffer runs from the cache and flatters itself). */
 uint64_t rail_bench_slots(const struct bench *b, uint64_t size) {
   uint64_t slots = BENCH_SLOT_BYTES / size;
 

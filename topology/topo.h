@@ -149,7 +149,7 @@ struct rail_topo_group {
 struct rail_topo_fp {
   uint8_t version; /* RAIL_TOPO_FP_VERSION */
   uint8_t ngpus;
-  uint8_t ngroups;        /* rails, i.e. fused devices */
+  uint8_t ngroups;        /* groups (one fused device each) */
   uint8_t nics_per_group; /* the largest group */
   uint32_t group_mbps;    /* speed of the fastest group */
   uint32_t nic_mbps;      /* speed of the slowest used NIC */

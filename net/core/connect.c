@@ -328,28 +328,28 @@ static int rail_connect_socks(struct rail_connect *cs) {
 
 /* The connected sockets, handed to the transport. */
 static int rail_connect_handover(struct rail_connect *cs) {
-  struct rail_link_setup links[RAIL_MAX_RAILS];
+  struct rail_setup_rail setup[RAIL_MAX_RAILS];
 
-  memset(links, 0, sizeof(links));
+  memset(setup, 0, sizeof(setup));
   for (int r = 0; r < cs->nrails; r++) {
     char a[64], b[64];
-    snprintf(links[r].ifname, sizeof(links[r].ifname), "%s", cs->local[r].name);
-    snprintf(links[r].desc, sizeof(links[r].desc), "%s %s -> %s", cs->local[r].name,
+    snprintf(setup[r].ifname, sizeof(setup[r].ifname), "%s", cs->local[r].name);
+    snprintf(setup[r].desc, sizeof(setup[r].desc), "%s %s -> %s", cs->local[r].name,
              rail_ifaces_addr_str(&cs->local[r].addr, a, sizeof(a)),
              rail_ifaces_addr_str(&cs->peer[r], b, sizeof(b)));
-    links[r].numa = cs->local[r].numa;
-    links[r].speed_mbps = cs->local[r].speed_mbps;
-    links[r].ctl_fd = cs->socks[r * (1 + cs->k)].fd;
-    links[r].nstreams = cs->k;
+    setup[r].numa = cs->local[r].numa;
+    setup[r].speed_mbps = cs->local[r].speed_mbps;
+    setup[r].ctl_fd = cs->socks[r * (1 + cs->k)].fd;
+    setup[r].nstreams = cs->k;
     for (int i = 0; i < cs->k; i++)
-      links[r].data_fds[i] = cs->socks[r * (1 + cs->k) + 1 + i].fd;
+      setup[r].data_fds[i] = cs->socks[r * (1 + cs->k) + 1 + i].fd;
   }
   for (int i = 0; i < cs->nsocks; i++)
     cs->socks[i].fd = -1; /* owned by the transport now */
   RAIL_INFO(RAIL_SUBSYS_NET,
             "connected %s to %s over %s: %d rail(s) x (1 control + %d data) streams", cs->dev_name,
             cs->peer_str, cs->t->name, cs->nrails, cs->k);
-  return cs->t->start(1, links, cs->nrails, cs->peer_str, &cs->starting);
+  return cs->t->start(1, setup, cs->nrails, cs->peer_str, &cs->starting);
 }
 
 /* One step: 0 with *out NULL while in progress, 0 with *out set once the

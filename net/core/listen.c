@@ -295,12 +295,12 @@ static void rail_listen_take_new(struct rail_listen *l, uint64_t now) {
 /* The assembled sockets, as the transport takes them. */
 static int rail_listen_start(struct rail_listen *l) {
   struct rail_assembly *a = &l->conn;
-  struct rail_link_setup links[RAIL_MAX_RAILS];
+  struct rail_setup_rail setup[RAIL_MAX_RAILS];
   const struct rail_transport *t = a->t;
   int nrails = a->nrails;
   char peer[64] = "?";
 
-  memset(links, 0, sizeof(links));
+  memset(setup, 0, sizeof(setup));
   for (int r = 0; r < nrails; r++) {
     const struct rail_iface *ifc = &l->rails[a->via[r]];
     struct sockaddr_storage from;
@@ -310,22 +310,22 @@ static int rail_listen_start(struct rail_listen *l) {
     if (getpeername(a->ctl[r], (struct sockaddr *)&from, &len) == 0)
       rail_ifaces_addr_str(&from, addr, sizeof(addr));
     if (r == 0) snprintf(peer, sizeof(peer), "%s", addr);
-    snprintf(links[r].ifname, sizeof(links[r].ifname), "%s", ifc->name);
-    snprintf(links[r].desc, sizeof(links[r].desc), "%s %s <- %s", ifc->name, l->addrs[a->via[r]],
+    snprintf(setup[r].ifname, sizeof(setup[r].ifname), "%s", ifc->name);
+    snprintf(setup[r].desc, sizeof(setup[r].desc), "%s %s <- %s", ifc->name, l->addrs[a->via[r]],
              addr);
-    links[r].numa = ifc->numa;
-    links[r].speed_mbps = ifc->speed_mbps;
-    links[r].ctl_fd = a->ctl[r];
-    links[r].nstreams = a->k;
-    rail_tcp_tune(links[r].ctl_fd, AF_UNSPEC, RAIL_TCP_CONTROL, -1);
+    setup[r].numa = ifc->numa;
+    setup[r].speed_mbps = ifc->speed_mbps;
+    setup[r].ctl_fd = a->ctl[r];
+    setup[r].nstreams = a->k;
+    rail_tcp_tune(setup[r].ctl_fd, AF_UNSPEC, RAIL_TCP_CONTROL, -1);
     for (int i = 0; i < a->k; i++) {
-      links[r].data_fds[i] = a->data[r][i];
-      rail_tcp_tune(links[r].data_fds[i], AF_UNSPEC, RAIL_TCP_DATA, -1);
+      setup[r].data_fds[i] = a->data[r][i];
+      rail_tcp_tune(setup[r].data_fds[i], AF_UNSPEC, RAIL_TCP_DATA, -1);
     }
   }
   /* The transport owns the fds from here, whatever it returns. */
   rail_assembly_reset(a, 0);
-  return t->start(0, links, nrails, peer, &l->starting);
+  return t->start(0, setup, nrails, peer, &l->starting);
 }
 
 /* Steps a started connection: 0 with *out set when it is ready, 0 with

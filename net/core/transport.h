@@ -44,7 +44,7 @@ struct rail_xreq {
 /* One rail of a connection as setup hands it to start(): sockets connected
  * and past their hellos, the control stream non-blocking, the data streams
  * as setup opened them. */
-struct rail_link_setup {
+struct rail_setup_rail {
   char ifname[IF_NAMESIZE];
   char desc[192]; /* "eth1 10.0.1.1 -> 10.0.1.2:4242", for logs */
   int numa;       /* topology NUMA index of the NIC, -1 if unknown */
@@ -89,8 +89,8 @@ struct rail_transport {
   /* ---- connection setup ---- */
   /* Data sockets per rail that setup opens for a connection (K). */
   int (*data_streams)(int speed_mbps, int nrails);
-  /* Takes ownership of every fd in links, whatever it returns. */
-  int (*start)(int is_send, const struct rail_link_setup *links, int nlinks, const char *peer,
+  /* Takes ownership of every fd in setup, whatever it returns. */
+  int (*start)(int is_send, const struct rail_setup_rail *setup, int nsetup, const char *peer,
                struct rail_conn **out);
   /* 0: usable; -EAGAIN: still exchanging (call again); else failed, and the
    * caller closes it. Never blocks. */
@@ -144,7 +144,7 @@ const struct rail_transport *rail_transport_by_kind(unsigned kind);
 struct rail_iface;
 int rail_transport_filter_ifaces(struct rail_iface *ifs, int n);
 
-/* A message's time on links whose speeds sum to speed_mbps, in ns (Mbps is
+/* A message's time on rails whose speeds sum to speed_mbps, in ns (Mbps is
  * bits per microsecond); 0 when the speed is unknown. The verbs transport's
  * test() nap is a fraction of it. */
 static inline uint64_t rail_wire_ns(size_t bytes, int speed_mbps) {

@@ -121,7 +121,7 @@ static void rail_progress_links(struct rail_sock *c, uint64_t now) {
   if (c->nrails < 2 || now < c->next_link_check_ns) return;
   c->next_link_check_ns = now + RAIL_PROGRESS_LINK_CHECK_NS;
   for (int k = 0; k < c->nrails && !c->error; k++) {
-    struct rail_link *l = &c->rails[k];
+    struct rail_sock_rail *l = &c->rails[k];
     struct ifreq ifr;
 
     if (l->down || l->ifname[0] == '\0') continue;
@@ -142,7 +142,7 @@ static void rail_progress_liveness(struct rail_sock *c, uint64_t now) {
   if (now < c->next_liveness_ns) return;
   c->next_liveness_ns = now + (uint64_t)c->timeout_ms * 250000ull;
   for (int k = 0; k < c->nrails && !c->error; k++) {
-    struct rail_link *l = &c->rails[k];
+    struct rail_sock_rail *l = &c->rails[k];
 
     if (l->down) continue;
     if (!l->ctl.dead && !l->ctl.failed &&

@@ -188,7 +188,7 @@ static void rail_sched_adapt(struct rail_sock *c, const struct rail_req *r) {
     }
   if (moved < RAIL_SCHED_ADAPT_BYTES) return;
   for (int k = 0; k < c->nrails; k++) {
-    struct rail_link *l = &c->rails[k];
+    struct rail_sock_rail *l = &c->rails[k];
     double w;
     if (!rail_sock_usable(c, k)) continue;
     w = 0.5 * c->stripe.weight[k] +

@@ -85,7 +85,7 @@ void rail_sock_fail_later(struct rail_sock *c, int rc, const char *why) {
 }
 
 void rail_sock_stream_dead(struct rail_sock *c, struct rail_stream *s, int rc) {
-  struct rail_link *l = &c->rails[s->rail];
+  struct rail_sock_rail *l = &c->rails[s->rail];
   int pending;
 
   if (s->dead) return;
@@ -153,7 +153,7 @@ static int rail_sock_warn_rail_once(const char *ifname) {
 }
 
 void rail_sock_rail_down(struct rail_sock *c, int rail, int rc, const char *why) {
-  struct rail_link *l = &c->rails[rail];
+  struct rail_sock_rail *l = &c->rails[rail];
   int left = 0;
 
   if (l->down || c->closing || c->error) return;
@@ -184,17 +184,17 @@ void rail_sock_rail_down(struct rail_sock *c, int rail, int rc, const char *why)
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
-static void rail_sock_close_fds(const struct rail_link_setup *links, int nlinks) {
-  for (int k = 0; k < nlinks; k++) {
-    if (links[k].ctl_fd >= 0) close(links[k].ctl_fd);
-    for (int i = 0; i < links[k].nstreams; i++)
-      if (links[k].data_fds[i] >= 0) close(links[k].data_fds[i]);
+static void rail_sock_close_fds(const struct rail_setup_rail *setup, int nsetup) {
+  for (int k = 0; k < nsetup; k++) {
+    if (setup[k].ctl_fd >= 0) close(setup[k].ctl_fd);
+    for (int i = 0; i < setup[k].nstreams; i++)
+      if (setup[k].data_fds[i] >= 0) close(setup[k].data_fds[i]);
   }
 }
 
 /* The comm's settings and rails, before any thread runs. */
-static void rail_sock_init(struct rail_sock *c, int is_send, const struct rail_link_setup *links,
-                           int nlinks, const char *peer) {
+static void rail_sock_init(struct rail_sock *c, int is_send, const struct rail_setup_rail *setup,
+                           int nsetup, const char *peer) {
   long long chunk = rail_param_int(RAIL_PARAM_CHUNK_BYTES);
   int speeds[RAIL_MAX_RAILS];
 
@@ -207,14 +207,14 @@ static void rail_sock_init(struct rail_sock *c, int is_send, const struct rail_l
   c->min_stripe = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
   c->adapt = (int)rail_param_int(RAIL_PARAM_ADAPT);
   c->timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
-  c->nrails = nlinks;
+  c->nrails = nsetup;
   for (int i = 0; i < RAIL_SLOTS; i++) {
     c->reqs[i].base.t = &rail_transport_socket;
     c->reqs[i].comm = c;
   }
-  for (int k = 0; k < nlinks; k++) {
-    struct rail_link *l = &c->rails[k];
-    const struct rail_link_setup *in = &links[k];
+  for (int k = 0; k < nsetup; k++) {
+    struct rail_sock_rail *l = &c->rails[k];
+    const struct rail_setup_rail *in = &setup[k];
 
     snprintf(l->ifname, sizeof(l->ifname), "%s", in->ifname);
     snprintf(l->desc, sizeof(l->desc), "%s", in->desc);
@@ -227,25 +227,25 @@ static void rail_sock_init(struct rail_sock *c, int is_send, const struct rail_l
       l->data[i] = (struct rail_stream){
           .comm = c, .fd = in->data_fds[i], .rail = k, .index = i, .id = k * RAIL_MAX_STREAMS + i};
   }
-  rail_stripe_init(&c->stripe, speeds, nlinks);
+  rail_stripe_init(&c->stripe, speeds, nsetup);
 }
 
-int rail_sock_create(int is_send, const struct rail_link_setup *links, int nlinks, const char *peer,
+int rail_sock_create(int is_send, const struct rail_setup_rail *setup, int nsetup, const char *peer,
                      struct rail_sock **out) {
   struct rail_sock *c;
   pthread_condattr_t ca;
   int rc;
 
-  if (nlinks < 1 || nlinks > RAIL_MAX_RAILS) {
-    rail_sock_close_fds(links, nlinks > 0 && nlinks <= RAIL_MAX_RAILS ? nlinks : 0);
+  if (nsetup < 1 || nsetup > RAIL_MAX_RAILS) {
+    rail_sock_close_fds(setup, nsetup > 0 && nsetup <= RAIL_MAX_RAILS ? nsetup : 0);
     return -EINVAL;
   }
   c = calloc(1, sizeof(*c));
   if (c == NULL) {
-    rail_sock_close_fds(links, nlinks);
+    rail_sock_close_fds(setup, nsetup);
     return -ENOMEM;
   }
-  rail_sock_init(c, is_send, links, nlinks, peer);
+  rail_sock_init(c, is_send, setup, nsetup, peer);
   pthread_mutex_init(&c->mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -253,13 +253,13 @@ int rail_sock_create(int is_send, const struct rail_link_setup *links, int nlink
   pthread_condattr_destroy(&ca);
   rc = rail_chan_init(&c->chan, is_send, c->inline_max);
   if (rc != 0) goto destroy;
-  for (int k = 0; k < nlinks; k++)
+  for (int k = 0; k < nsetup; k++)
     for (int i = 0; i < c->rails[k].nstreams; i++) {
       rc = rail_stream_start(c, &c->rails[k].data[i]);
       if (rc != 0) goto destroy;
     }
   /* Every rail's: the channel may move to any of them. */
-  for (int k = 0; k < nlinks; k++)
+  for (int k = 0; k < nsetup; k++)
     rail_nap_watch(c->rails[k].ctl.fd);
   rc = rail_watch_add(c);
   if (rc != 0) goto destroy;

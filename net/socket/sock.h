@@ -49,7 +49,7 @@
 
 _Static_assert(RAIL_MAX_RAILS <= RAIL_STRIPE_MAX_RAILS, "the striping policy covers every rail");
 
-struct rail_link {
+struct rail_sock_rail {
   char ifname[IF_NAMESIZE];
   char desc[192]; /* "eth1 10.0.1.1 -> 10.0.1.2:4242", for logs */
   int numa;       /* topology index for pinning, -1 if unknown */
@@ -85,7 +85,7 @@ struct rail_sock {
   int error; /* sticky -errno once the connection is dead */
   char peer[80];
   int nrails;
-  struct rail_link rails[RAIL_MAX_RAILS];
+  struct rail_sock_rail rails[RAIL_MAX_RAILS];
   struct rail_stripe stripe;
   struct rail_chan chan;
   uint64_t next_seq; /* of the next send, or the next receive buffer */
@@ -112,8 +112,8 @@ struct rail_sock {
   struct rail_sock *watch_next, *watch_prev; /* the watcher's list (watch.c) */
 };
 
-/* start(): takes the fds in links whatever it returns. */
-int rail_sock_create(int is_send, const struct rail_link_setup *links, int nlinks, const char *peer,
+/* start(): takes the fds in setup whatever it returns. */
+int rail_sock_create(int is_send, const struct rail_setup_rail *setup, int nsetup, const char *peer,
                      struct rail_sock **out);
 /* close(): drains, joins the threads, frees. */
 void rail_sock_destroy(struct rail_sock *c);

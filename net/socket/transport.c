@@ -13,10 +13,10 @@
 
 static struct rail_sock *rail_st_comm(struct rail_conn *c) { return (struct rail_sock *)c; }
 
-static int rail_st_start(int is_send, const struct rail_link_setup *links, int nlinks,
+static int rail_st_start(int is_send, const struct rail_setup_rail *setup, int nsetup,
                          const char *peer, struct rail_conn **out) {
   struct rail_sock *c;
-  int rc = rail_sock_create(is_send, links, nlinks, peer, &c);
+  int rc = rail_sock_create(is_send, setup, nsetup, peer, &c);
 
   if (rc == 0) *out = &c->base;
   return rc;

@@ -210,7 +210,7 @@ static struct rail_vt_comm *rail_vt_comm(struct rail_conn *c) { return (struct r
 /* Queue pairs need no data sockets. */
 static int rail_vt_data_streams(int speed_mbps, int nrails) { return 0; }
 
-static int rail_vt_start(int is_send, const struct rail_link_setup *links, int nlinks,
+static int rail_vt_start(int is_send, const struct rail_setup_rail *setup, int nsetup,
                          const char *peer, struct rail_conn **out) {
   struct rail_verbs_conn_cfg cfg;
   struct rail_vt_comm *c;
@@ -225,29 +225,29 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
   c->is_send = is_send;
   c->fd = -1;
   snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "?");
-  if (nlinks < 1 || nlinks > RAIL_VERBS_MAX_RAILS) {
+  if (nsetup < 1 || nsetup > RAIL_VERBS_MAX_RAILS) {
     rc = -EINVAL;
     goto free_comm;
   }
-  c->nrails = nlinks;
-  for (int r = 0; r < nlinks; r++) {
-    c->nics[r] = rail_vt_nic_for(links[r].ifname);
+  c->nrails = nsetup;
+  for (int r = 0; r < nsetup; r++) {
+    c->nics[r] = rail_vt_nic_for(setup[r].ifname);
     if (c->nics[r] == NULL) {
-      RAIL_WARN("verbs: %s has no RDMA port for connection to %s", links[r].ifname, c->peer);
+      RAIL_WARN("verbs: %s has no RDMA port for connection to %s", setup[r].ifname, c->peer);
       rc = -ENODEV;
       goto free_comm;
     }
     c->speed_mbps += rail_verbs_nic_port(c->nics[r])->speed_mbps;
   }
   memset(&cfg, 0, sizeof(cfg));
-  cfg.nrails = nlinks;
+  cfg.nrails = nsetup;
   memcpy(cfg.nics, c->nics, sizeof(cfg.nics));
   cfg.qps_per_rail = (int)rail_param_int(RAIL_PARAM_QPS_PER_RAIL);
   cfg.peer = c->peer;
   cfg.timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
   /* The side channel tells whether the peer is there (net/verbs/live.c):
    * keepalive finds a vanished host on it while it is idle. */
-  cfg.watch_fd = links[0].ctl_fd;
+  cfg.watch_fd = setup[0].ctl_fd;
   rail_liveness_tune(cfg.watch_fd, cfg.timeout_ms);
   cfg.traffic_class = -1;
   cfg.min_stripe_bytes = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
@@ -269,11 +269,11 @@ static int rail_vt_start(int is_send, const struct rail_link_setup *links, int n
     c->state = RAIL_VT_WAIT_INFO;
   }
   /* Rail 0's control stream is the side channel; the rest are not needed. */
-  c->fd = links[0].ctl_fd;
-  for (int r = 0; r < nlinks; r++) {
-    if (r > 0 && links[r].ctl_fd >= 0) close(links[r].ctl_fd);
-    for (int i = 0; i < links[r].nstreams; i++)
-      if (links[r].data_fds[i] >= 0) close(links[r].data_fds[i]);
+  c->fd = setup[0].ctl_fd;
+  for (int r = 0; r < nsetup; r++) {
+    if (r > 0 && setup[r].ctl_fd >= 0) close(setup[r].ctl_fd);
+    for (int i = 0; i < setup[r].nstreams; i++)
+      if (setup[r].data_fds[i] >= 0) close(setup[r].data_fds[i]);
   }
   *out = &c->base;
   return 0;
@@ -283,10 +283,10 @@ destroy_conn:
 free_comm:
   free(c);
 close_fds:
-  for (int r = 0; r < nlinks && r < RAIL_MAX_RAILS; r++) {
-    if (links[r].ctl_fd >= 0) close(links[r].ctl_fd);
-    for (int i = 0; i < links[r].nstreams; i++)
-      if (links[r].data_fds[i] >= 0) close(links[r].data_fds[i]);
+  for (int r = 0; r < nsetup && r < RAIL_MAX_RAILS; r++) {
+    if (setup[r].ctl_fd >= 0) close(setup[r].ctl_fd);
+    for (int i = 0; i < setup[r].nstreams; i++)
+      if (setup[r].data_fds[i] >= 0) close(setup[r].data_fds[i]);
   }
   return rc;
 }

@@ -50,8 +50,8 @@ int rail_vt_speed_mbps(const char *const *ifnames, int n);
  * Completions are then seen at most that late, which costs nothing while
  * the caller keeps a window of messages posted (the NIC stays busy), and it
  * hands the CPU to whoever needs it; under soft-RoCE that is the RDMA work
- * itself (through the plugin 0.78-0.87 of ib_write_bw without it, 1.00-1.18
- * with it; docs/performance.md). Below 1 MiB: 0, polling stays tight. */
+ * itself (docs/performance.md, "Verbs over soft-RoCE against ib_write_bw",
+ * has the figures). Below 1 MiB: 0, polling stays tight. */
 long rail_vt_nap_ns(size_t bytes, int speed_mbps);
 
 #endif

@@ -601,7 +601,7 @@ static int run_portdown(struct rail_verbs_conn *c, int is_sender, int fd) {
  * messages of 0 B .. 1 MiB with 32 in flight, data checked. */
 static int run_transport(int is_sender, int fd, const char *devs) {
   const struct rail_transport *t = &rail_transport_verbs;
-  struct rail_link_setup links[RAIL_MAX_RAILS];
+  struct rail_setup_rail setup[RAIL_MAX_RAILS];
   struct rail_conn *vc;
   char buf_devs[128], *save = NULL, *tok;
   const char *ifnames[RAIL_MAX_RAILS];
@@ -612,24 +612,24 @@ static int run_transport(int is_sender, int fd, const char *devs) {
   uint8_t *buf;
 
   if (rail_vt_init() != 0) FAIL("rail_vt_init");
-  memset(links, 0, sizeof(links));
+  memset(setup, 0, sizeof(setup));
   snprintf(buf_devs, sizeof(buf_devs), "%s", devs);
   for (tok = strtok_r(buf_devs, ",", &save); tok && nl < RAIL_MAX_RAILS;
        tok = strtok_r(NULL, ",", &save)) {
     for (int i = 0; i < nports; i++)
       if (strcmp(ports[i].dev, tok) == 0)
-        snprintf(links[nl].ifname, sizeof(links[nl].ifname), "%.15s", ports[i].netdev);
-    ifnames[nl] = links[nl].ifname;
-    links[nl].ctl_fd = -1;
+        snprintf(setup[nl].ifname, sizeof(setup[nl].ifname), "%.15s", ports[i].netdev);
+    ifnames[nl] = setup[nl].ifname;
+    setup[nl].ctl_fd = -1;
     nl++;
   }
   if (!rail_vt_device_ok(ifnames, nl)) FAIL("rail_vt_device_ok says no for %s", devs);
   printf("[%s] transport: ptrSupport %#x, speed %d Mbps\n", role, rail_vt_ptr_support(ifnames, nl),
          rail_vt_speed_mbps(ifnames, nl));
   if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) FAIL("O_NONBLOCK");
-  links[0].ctl_fd = fd;
+  setup[0].ctl_fd = fd;
   if (t->data_streams(10000, nl) != 0) FAIL("verbs asks setup for data sockets");
-  if (t->start(is_sender, links, nl, is_sender ? "receiver" : "sender", &vc) != 0) FAIL("start");
+  if (t->start(is_sender, setup, nl, is_sender ? "receiver" : "sender", &vc) != 0) FAIL("start");
   if (vc->t != t) FAIL("not a verbs comm");
   while ((rc = t->step(vc)) == -EAGAIN)
     if (now_s() > deadline) FAIL("exchange not done");

@@ -263,8 +263,8 @@ TEST(sysfs_pci_addresses) {
    * it (found by fuzz.xml; the copies put the end of each string at the end
    * of its allocation, where ASan sees a read past it). */
   {
-    static const char *cut[] = {"0000", "0000:", "0000:3b", "0000:3b:", "0000:3b:00",
-                                "0000:3b:00."};
+    static const char *cut[] = {"0000",     "0000:",      "0000:3b",
+                                "0000:3b:", "0000:3b:00", "0000:3b:00."};
     for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++) {
       char *copy = strdup(cut[i]);
       CHECK(copy != NULL);
