@@ -6,13 +6,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
-
-static int rail_devices_is_bdf(const char *s) {
-  unsigned dom, bus, dev, fn;
-  char tail;
-
-  return strlen(s) == 12 && sscanf(s, "%4x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) == 4;
-}
+#include "common/sysfs.h"
 
 void rail_devices_common_pci(const char *const *paths, int n, char *out, size_t len) {
   char common[RAIL_IFACE_PATH];
@@ -34,12 +28,7 @@ void rail_devices_common_pci(const char *const *paths, int n, char *out, size_t 
     clen = k;
     common[clen] = '\0';
   }
-  for (;;) {
-    char *slash = strrchr(common, '/');
-    if (slash == NULL) return;
-    if (rail_devices_is_bdf(slash + 1)) break;
-    *slash = '\0';
-  }
+  if (rail_sysfs_pci_function(common) != 0) return;
   snprintf(out, len, "%s", common);
 }
 

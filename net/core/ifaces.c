@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "common/sysfs.h"
 
 /* ---- addresses ------------------------------------------------------------ */
 
@@ -155,85 +156,44 @@ int rail_ifaces_select(struct rail_iface *ifs, int n, const char *spec) {
 
 /* ---- sysfs -------------------------------------------------------------------- */
 
-static const char *rail_ifaces_sysfs_root(void) {
-  const char *root = rail_param_str(RAIL_PARAM_SYSFS_ROOT);
-  return root[0] != '\0' ? root : "";
-}
-
-static int rail_ifaces_read_int(const char *path, long *out) {
-  char buf[64];
-  FILE *f = fopen(path, "r");
-  char *end;
-  long v;
-
-  if (f == NULL) return -errno;
-  if (fgets(buf, sizeof(buf), f) == NULL) {
-    fclose(f);
-    return -EIO;
-  }
-  fclose(f);
-  errno = 0;
-  v = strtol(buf, &end, 10);
-  if (errno != 0 || end == buf) return -EINVAL;
-  *out = v;
-  return 0;
-}
-
-/* "0000:3b:00.0": a PCI function directory in /sys/devices. */
-static int rail_ifaces_is_bdf(const char *s) {
-  unsigned dom, bus, dev, fn;
-  char tail;
-
-  return strlen(s) == 12 && sscanf(s, "%4x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) == 4;
-}
-
 /* The device link of a virtio or USB NIC points below the PCI function
  * (".../0000:00:03.0/virtio2"); NCCL takes the basename as a bus id, so
- * report the nearest ancestor that is a PCI function. */
-static void rail_ifaces_pci_path(const char *ifname, char *out, size_t outlen) {
-  const char *root = rail_ifaces_sysfs_root();
-  char link[PATH_MAX], real[PATH_MAX], rootreal[PATH_MAX];
-  size_t rootlen = 0;
+ * report the nearest ancestor that is a PCI function. A path that does not
+ * fit is no path: a cut one would name another device. */
+static void rail_ifaces_pci_path(const struct rail_sysfs *fs, const char *ifname, char *out,
+                                 size_t outlen) {
+  char real[PATH_MAX];
 
   out[0] = '\0';
-  snprintf(link, sizeof(link), "%s/sys/class/net/%s/device", root, ifname);
-  if (realpath(link, real) == NULL) return; /* virtual interface: no device */
-  if (root[0] != '\0' && realpath(root, rootreal) != NULL) rootlen = strlen(rootreal);
-  for (;;) {
-    char *slash = strrchr(real, '/');
-    if (slash == NULL || slash == real) return;
-    if (rail_ifaces_is_bdf(slash + 1)) break;
-    *slash = '\0';
-  }
-  {
-    const char *path = rootlen > 0 && strncmp(real, rootreal, rootlen) == 0 ? real + rootlen : real;
-    size_t len = strlen(path);
-    /* A path that does not fit is no path: a cut one would name another device. */
-    if (len < outlen) memcpy(out, path, len + 1);
-  }
+  /* A virtual interface has no device link. */
+  if (rail_sysfs_realpath(fs, real, sizeof(real), "sys/class/net/%s/device", ifname) != 0) return;
+  if (rail_sysfs_pci_function(real) != 0) return;
+  if (strlen(real) < outlen) snprintf(out, outlen, "%s", real);
 }
 
 void rail_ifaces_read_sysfs(struct rail_iface *ifc) {
-  const char *root = rail_ifaces_sysfs_root();
-  char path[PATH_MAX], base[IF_NAMESIZE], *colon;
+  struct rail_sysfs fs;
+  char base[IF_NAMESIZE], *colon;
   long v;
+
+  ifc->speed_mbps =
+      ifc->tier == RAIL_IFACE_TIER_LOOP ? RAIL_IFACE_LOOPBACK_MBPS : RAIL_IFACE_DEFAULT_MBPS;
+  ifc->pci_path[0] = '\0';
+  ifc->numa_os = -1;
+  ifc->numa = -1;
+  /* A root that does not resolve was named in a WARN: the defaults stand. */
+  if (rail_sysfs_open(&fs, NULL) != 0) return;
 
   /* An alias label ("eth0:1") shares the device of its interface. */
   snprintf(base, sizeof(base), "%s", ifc->name);
   colon = strchr(base, ':');
   if (colon != NULL) *colon = '\0';
 
-  ifc->speed_mbps =
-      ifc->tier == RAIL_IFACE_TIER_LOOP ? RAIL_IFACE_LOOPBACK_MBPS : RAIL_IFACE_DEFAULT_MBPS;
-  snprintf(path, sizeof(path), "%s/sys/class/net/%s/speed", root, base);
-  if (rail_ifaces_read_int(path, &v) == 0 && v > 0 && v < INT32_MAX) ifc->speed_mbps = (int)v;
-
-  rail_ifaces_pci_path(base, ifc->pci_path, sizeof(ifc->pci_path));
-
-  ifc->numa_os = -1;
-  snprintf(path, sizeof(path), "%s/sys/class/net/%s/device/numa_node", root, base);
-  if (rail_ifaces_read_int(path, &v) == 0 && v >= 0 && v < 4096) ifc->numa_os = (int)v;
-  ifc->numa = -1;
+  v = rail_sysfs_read_long(&fs, -1, "sys/class/net/%s/speed", base);
+  if (v > 0 && v < INT32_MAX) ifc->speed_mbps = (int)v;
+  rail_ifaces_pci_path(&fs, base, ifc->pci_path, sizeof(ifc->pci_path));
+  v = rail_sysfs_read_long(&fs, -1, "sys/class/net/%s/device/numa_node", base);
+  if (v >= 0 && v < 4096) ifc->numa_os = (int)v;
 }
 
 /* ---- discovery ------------------------------------------------------------------ */

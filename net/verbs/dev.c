@@ -2,106 +2,18 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "common/param.h"
-
-/* Formats a sysfs path into a PATH_MAX buffer. A path that does not fit is
- * cut short and -ENAMETOOLONG returned; reading it then fails, which every
- * caller already treats as "absent". */
-static int rail_verbs_pathf(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int rail_verbs_pathf(char *out, const char *fmt, ...) {
-  va_list ap;
-  int n;
-
-  va_start(ap, fmt);
-  n = vsnprintf(out, PATH_MAX, fmt, ap);
-  va_end(ap);
-  return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
-}
-
-/* Reads a small sysfs file into buf without the trailing newline. Unused GID
- * entries fail with EINVAL on read, which callers treat as "absent"; buf is
- * then "", so that no caller ever prints what it held before. */
-static int rail_verbs_read(const char *path, char *buf, size_t len) {
-  ssize_t n;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-  buf[0] = '\0';
-  if (fd < 0) return -errno;
-  n = read(fd, buf, len - 1);
-  if (n < 0) {
-    int err = -errno;
-    close(fd);
-    return err;
-  }
-  close(fd);
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-    n--;
-  buf[n] = '\0';
-  return 0;
-}
-
-static int rail_verbs_name_cmp(const void *a, const void *b) {
-  const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-  size_t lx = strlen(x), ly = strlen(y);
-
-  /* "mlx5_10" after "mlx5_9": shorter names with a common stem first. */
-  if (lx != ly && strncmp(x, y, lx < ly ? lx : ly) == 0) return lx < ly ? -1 : 1;
-  return strcmp(x, y);
-}
-
-/* Names in a directory, sorted; the caller frees names[i] and names. */
-static int rail_verbs_list_dir(const char *path, char ***names, int *n) {
-  DIR *d = opendir(path);
-  struct dirent *e;
-  char **v = NULL;
-  int cnt = 0, cap = 0;
-
-  if (d == NULL) return -errno;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    if (cnt == cap) {
-      char **nv = realloc(v, (size_t)(cap ? cap * 2 : 16) * sizeof(*v));
-      if (nv == NULL) goto free_names;
-      v = nv;
-      cap = cap ? cap * 2 : 16;
-    }
-    v[cnt] = strdup(e->d_name);
-    if (v[cnt] == NULL) goto free_names;
-    cnt++;
-  }
-  closedir(d);
-  if (cnt > 0) qsort(v, (size_t)cnt, sizeof(*v), rail_verbs_name_cmp);
-  *names = v;
-  *n = cnt;
-  return 0;
-
-free_names:
-  for (int i = 0; i < cnt; i++)
-    free(v[i]);
-  free(v);
-  closedir(d);
-  return -ENOMEM;
-}
-
-static void rail_verbs_free_names(char **names, int n) {
-  for (int i = 0; i < n; i++)
-    free(names[i]);
-  free(names);
-}
+#include "common/sysfs.h"
 
 const char *rail_verbs_link_name(int link) {
   return link == RAIL_VERBS_LINK_IB ? "IB" : (link == RAIL_VERBS_LINK_ETH ? "RoCE" : "unknown");
@@ -197,85 +109,56 @@ static int rail_verbs_netdev_v4(const char *netdev, uint32_t *v4, int max) {
   return n;
 }
 
-/* The netdev under a port: the GID table's own record first (it is what the
- * kernel routes RoCE through), then rxe's "parent", then the PCI function's
- * net/ entry with the matching dev_port (mlx5 dual-port, IPoIB). */
-static void rail_verbs_find_netdev(const char *devdir, int port, char *out, size_t len) {
-  char path[PATH_MAX], buf[RAIL_VERBS_NAME];
-  char **names = NULL;
-  int n = 0;
-
-  out[0] = '\0';
-  rail_verbs_pathf(path, "%s/ports/%d/gid_attrs/ndevs/0", devdir, port);
-  if (rail_verbs_read(path, buf, sizeof(buf)) == 0 && buf[0] != '\0') {
-    snprintf(out, len, "%s", buf);
-    return;
-  }
-  rail_verbs_pathf(path, "%s/parent", devdir);
-  if (rail_verbs_read(path, buf, sizeof(buf)) == 0 && buf[0] != '\0') {
-    snprintf(out, len, "%s", buf);
-    return;
-  }
-  rail_verbs_pathf(path, "%s/device/net", devdir);
-  if (rail_verbs_list_dir(path, &names, &n) != 0) return;
-  for (int i = 0; i < n; i++) {
-    rail_verbs_pathf(path, "%s/device/net/%s/dev_port", devdir, names[i]);
-    if (rail_verbs_read(path, buf, sizeof(buf)) != 0) continue;
-    if (atoi(buf) == port - 1) {
-      snprintf(out, len, "%s", names[i]);
-      break;
-    }
-  }
-  rail_verbs_free_names(names, n);
-}
-
-/* Reads the port's GID table. Empty rows are skipped; *out is malloc'd. */
-static int rail_verbs_read_gids(const char *portdir, struct rail_verbs_gid **out, int *nout) {
-  char path[PATH_MAX], buf[128];
+/* Reads the port's GID table. Empty rows are skipped; *out is malloc'd.
+ * Unused entries fail on read (EINVAL), which counts as empty. */
+static int rail_verbs_read_gids(const struct rail_sysfs *fs, const char *dev, int port,
+                                struct rail_verbs_gid **out, int *nout) {
+  char buf[128];
   char **names = NULL;
   struct rail_verbs_gid *v;
   int n = 0, cnt = 0, rc;
 
-  rail_verbs_pathf(path, "%s/gids", portdir);
-  rc = rail_verbs_list_dir(path, &names, &n);
+  rc = rail_sysfs_list(fs, &names, &n, "sys/class/infiniband/%s/ports/%d/gids", dev, port);
   if (rc != 0) return rc;
   v = calloc((size_t)(n > 0 ? n : 1), sizeof(*v));
   if (v == NULL) {
-    rail_verbs_free_names(names, n);
+    rail_sysfs_free_list(names, n);
     return -ENOMEM;
   }
   for (int i = 0; i < n; i++) {
     struct rail_verbs_gid *e = &v[cnt];
     struct in6_addr a;
 
-    rail_verbs_pathf(path, "%s/gids/%s", portdir, names[i]);
-    if (rail_verbs_read(path, buf, sizeof(buf)) != 0 || inet_pton(AF_INET6, buf, &a) != 1) continue;
+    if (rail_sysfs_read(fs, buf, sizeof(buf), "sys/class/infiniband/%s/ports/%d/gids/%s", dev, port,
+                        names[i]) != 0 ||
+        inet_pton(AF_INET6, buf, &a) != 1)
+      continue;
     memcpy(e->gid, &a, 16);
     if (rail_gid_is_zero(e->gid)) continue;
     e->index = atoi(names[i]);
-    rail_verbs_pathf(path, "%s/gid_attrs/types/%s", portdir, names[i]);
-    if (rail_verbs_read(path, buf, sizeof(buf)) == 0)
+    if (rail_sysfs_read(fs, buf, sizeof(buf), "sys/class/infiniband/%s/ports/%d/gid_attrs/types/%s",
+                        dev, port, names[i]) == 0)
       e->type = strstr(buf, "v2") != NULL ? RAIL_GID_ROCE_V2 : RAIL_GID_IB_ROCE_V1;
     else
       e->type = RAIL_GID_IB_ROCE_V1; /* kernels before 4.5 have no types: v1 only */
-    rail_verbs_pathf(path, "%s/gid_attrs/ndevs/%s", portdir, names[i]);
-    if (rail_verbs_read(path, e->ndev, sizeof(e->ndev)) != 0) e->ndev[0] = '\0';
+    rail_sysfs_read(fs, e->ndev, sizeof(e->ndev),
+                    "sys/class/infiniband/%s/ports/%d/gid_attrs/ndevs/%s", dev, port, names[i]);
     cnt++;
   }
-  rail_verbs_free_names(names, n);
+  rail_sysfs_free_list(names, n);
   *out = v;
   *nout = cnt;
   return 0;
 }
 
 /* Fills the GID choice of one port; -ENOENT when the port has none usable. */
-static int rail_verbs_choose_gid(int real_root, const char *portdir, struct rail_verbs_port *p,
+static int rail_verbs_choose_gid(const struct rail_sysfs *fs, struct rail_verbs_port *p,
                                  int override_gid) {
   struct rail_verbs_gid *gids = NULL;
   uint32_t v4[8];
   int ngids = 0, nv4 = 0, rc, idx = -1;
 
-  rc = rail_verbs_read_gids(portdir, &gids, &ngids);
+  rc = rail_verbs_read_gids(fs, p->dev, p->port, &gids, &ngids);
   if (rc != 0) return rc;
   if (override_gid >= 0) {
     for (int i = 0; i < ngids; i++)
@@ -302,7 +185,8 @@ static int rail_verbs_choose_gid(int real_root, const char *portdir, struct rail
     }
     goto free_gids;
   }
-  if (real_root && p->netdev[0] != '\0')
+  /* A test tree's netdevs are not this machine's: their addresses mean nothing. */
+  if (rail_sysfs_is_live(fs) && p->netdev[0] != '\0')
     nv4 = rail_verbs_netdev_v4(p->netdev, v4, (int)(sizeof(v4) / sizeof(v4[0])));
   rc = rail_verbs_gid_pick(gids, ngids, p->netdev, v4, nv4, &p->gid_index, p->gid_why,
                            sizeof(p->gid_why));
@@ -327,26 +211,24 @@ static uint64_t rail_verbs_parse_guid(const char *s) {
 }
 
 /* One port: 1 kept, 0 skipped (said at INFO), <0 error. */
-static int rail_verbs_scan_port(const char *root, const char *realroot, const char *dev,
-                                const char *devdir, int port, int override_gid,
-                                struct rail_verbs_port *p) {
-  char portdir[PATH_MAX], path[PATH_MAX], buf[256], real[PATH_MAX];
+static int rail_verbs_scan_port(const struct rail_sysfs *fs, const char *dev, int port,
+                                int override_gid, struct rail_verbs_port *p) {
+  char buf[256];
   int rc;
 
   memset(p, 0, sizeof(*p));
   snprintf(p->dev, sizeof(p->dev), "%s", dev);
   p->port = port;
   p->numa = -1;
-  rail_verbs_pathf(portdir, "%s/ports/%d", devdir, port);
 
-  rail_verbs_pathf(path, "%s/state", portdir);
-  if (rail_verbs_read(path, buf, sizeof(buf)) != 0 || strstr(buf, "ACTIVE") == NULL) {
+  if (rail_sysfs_read(fs, buf, sizeof(buf), "sys/class/infiniband/%s/ports/%d/state", dev, port) !=
+          0 ||
+      strstr(buf, "ACTIVE") == NULL) {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: skipping %s port %d: state %s", dev, port,
               buf[0] ? buf : "unreadable");
     return 0;
   }
-  rail_verbs_pathf(path, "%s/link_layer", portdir);
-  if (rail_verbs_read(path, buf, sizeof(buf)) != 0) buf[0] = '\0';
+  rail_sysfs_read(fs, buf, sizeof(buf), "sys/class/infiniband/%s/ports/%d/link_layer", dev, port);
   if (strcasecmp(buf, "InfiniBand") == 0) {
     p->link = RAIL_VERBS_LINK_IB;
   } else if (strcasecmp(buf, "Ethernet") == 0) {
@@ -356,30 +238,30 @@ static int rail_verbs_scan_port(const char *root, const char *realroot, const ch
               dev, port, buf);
     return 0;
   }
-  rail_verbs_find_netdev(devdir, port, p->netdev, sizeof(p->netdev));
+  /* The same resolver as the topology model's, so both name one netdev. */
+  rail_sysfs_rdma_netdev(fs, dev, port, p->netdev, sizeof(p->netdev));
 
-  rail_verbs_pathf(path, "%s/rate", portdir);
-  if (rail_verbs_read(path, buf, sizeof(buf)) == 0) p->speed_mbps = rail_verbs_parse_rate(buf);
+  if (rail_sysfs_read(fs, buf, sizeof(buf), "sys/class/infiniband/%s/ports/%d/rate", dev, port) ==
+      0)
+    p->speed_mbps = rail_verbs_parse_rate(buf);
   if (p->speed_mbps <= 0 && p->netdev[0] != '\0') {
-    rail_verbs_pathf(path, "%s/sys/class/net/%s/speed", root, p->netdev);
-    if (rail_verbs_read(path, buf, sizeof(buf)) == 0) p->speed_mbps = atoi(buf);
+    long v = rail_sysfs_read_long(fs, -1, "sys/class/net/%s/speed", p->netdev);
+    if (v > 0 && v < INT32_MAX) p->speed_mbps = (int)v;
   }
   if (p->speed_mbps <= 0) p->speed_mbps = 10000; /* NCCL's own default for unknown speed */
 
-  rail_verbs_pathf(path, "%s/device", devdir);
-  if (realpath(path, real) != NULL) {
-    /* Report the path as the machine sees it, without a test tree's prefix. */
-    const char *shown = real;
-    size_t rl = strlen(realroot);
-    if (rl > 0 && strncmp(real, realroot, rl) == 0) shown = real + rl;
-    if (strlen(shown) < sizeof(p->pci_path)) memcpy(p->pci_path, shown, strlen(shown) + 1);
-    rail_verbs_pathf(path, "%s/device/numa_node", devdir);
-    if (rail_verbs_read(path, buf, sizeof(buf)) == 0) p->numa = atoi(buf) < 0 ? -1 : atoi(buf);
+  /* The path as the machine sees it, without a test tree's prefix. */
+  if (rail_sysfs_realpath(fs, p->pci_path, sizeof(p->pci_path), "sys/class/infiniband/%s/device",
+                          dev) == 0) {
+    long numa = rail_sysfs_read_long(fs, -1, "sys/class/infiniband/%s/device/numa_node", dev);
+    p->numa = numa >= 0 && numa < 4096 ? (int)numa : -1;
+  } else {
+    p->pci_path[0] = '\0';
   }
-  rail_verbs_pathf(path, "%s/node_guid", devdir);
-  if (rail_verbs_read(path, buf, sizeof(buf)) == 0) p->guid = rail_verbs_parse_guid(buf);
+  if (rail_sysfs_read(fs, buf, sizeof(buf), "sys/class/infiniband/%s/node_guid", dev) == 0)
+    p->guid = rail_verbs_parse_guid(buf);
 
-  rc = rail_verbs_choose_gid(root[0] == '\0', portdir, p, override_gid);
+  rc = rail_verbs_choose_gid(fs, p, override_gid);
   if (rc == -ENOENT) {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
               "verbs: skipping %s port %d (%s, netdev %s): no usable GID", dev, port,
@@ -391,36 +273,28 @@ static int rail_verbs_scan_port(const char *root, const char *realroot, const ch
 
 int rail_verbs_scan_sysfs(const char *root, int override_gid, struct rail_verbs_port *ports,
                           int max, int *nports) {
-  char base[PATH_MAX], devdir[PATH_MAX], path[PATH_MAX], realroot[PATH_MAX];
+  struct rail_sysfs fs;
   char **devs = NULL;
   int ndevs = 0, n = 0, rc;
 
-  if (root == NULL || strcmp(root, "/") == 0) root = "";
-  /* Device links resolve to real paths; compare them with the real root. */
-  realroot[0] = '\0';
-  if (root[0] != '\0' && realpath(root, realroot) == NULL) {
-    int err = -errno;
-    RAIL_WARN("NCCL_RAIL_SYSFS_ROOT=%s: %s", root, strerror(-err));
-    return err;
-  }
-  rail_verbs_pathf(base, "%s/sys/class/infiniband", root);
-  rc = rail_verbs_list_dir(base, &devs, &ndevs);
+  rc = rail_sysfs_open(&fs, root != NULL ? root : "");
+  if (rc != 0) return rc; /* named in a WARN */
+  rc = rail_sysfs_list(&fs, &devs, &ndevs, "sys/class/infiniband");
   if (rc == -ENOENT) {
-    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "verbs: no RDMA devices (%s absent)", base);
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
+              "verbs: no RDMA devices (%s/sys/class/infiniband absent)", fs.root);
     *nports = 0;
     return 0;
   }
   if (rc != 0) {
-    RAIL_WARN("verbs: cannot list %s: %s", base, strerror(-rc));
+    RAIL_WARN("verbs: cannot list %s/sys/class/infiniband: %s", fs.root, strerror(-rc));
     return rc;
   }
   for (int d = 0; d < ndevs && rc >= 0; d++) {
     char **pnames = NULL;
     int np = 0;
 
-    rail_verbs_pathf(devdir, "%s/%s", base, devs[d]);
-    rail_verbs_pathf(path, "%s/ports", devdir);
-    if (rail_verbs_list_dir(path, &pnames, &np) != 0) continue;
+    if (rail_sysfs_list(&fs, &pnames, &np, "sys/class/infiniband/%s/ports", devs[d]) != 0) continue;
     for (int i = 0; i < np && rc >= 0; i++) {
       int port = atoi(pnames[i]);
 
@@ -430,12 +304,12 @@ int rail_verbs_scan_sysfs(const char *root, int override_gid, struct rail_verbs_
                   "verbs: more than %d ports; ignoring %s port %d and after", max, devs[d], port);
         break;
       }
-      rc = rail_verbs_scan_port(root, realroot, devs[d], devdir, port, override_gid, &ports[n]);
+      rc = rail_verbs_scan_port(&fs, devs[d], port, override_gid, &ports[n]);
       if (rc > 0) n++;
     }
-    rail_verbs_free_names(pnames, np);
+    rail_sysfs_free_list(pnames, np);
   }
-  rail_verbs_free_names(devs, ndevs);
+  rail_sysfs_free_list(devs, ndevs);
   if (rc < 0) return rc;
   *nports = n;
   return 0;

@@ -10,7 +10,7 @@
 
 struct nt_reader {
   int stop;  /* atomic */
-  long seen; /* devices whose properties were read */
+  long seen; /* atomic: devices whose properties were read */
   int bad;   /* properties read without a name or ptrSupport */
 };
 
@@ -22,7 +22,7 @@ static void *nt_reader_main(void *arg) {
     int n = 0;
     rail_net_devices(&n);
     if (n > 0 && rail_net_get_props(n - 1, &props) == 0) {
-      r->seen++;
+      __atomic_add_fetch(&r->seen, 1, __ATOMIC_RELEASE);
       if (props.name == NULL || props.ptr_support == 0) r->bad++;
     }
   }
@@ -40,13 +40,18 @@ TEST(test_add_while_reading) {
     CHECK_EQ_INT(rail_net_init(), 0);
     __atomic_store_n(&r.stop, 0, __ATOMIC_RELEASE);
     CHECK_EQ_INT(pthread_create(&th, NULL, nt_reader_main, &r), 0);
+    long before = __atomic_load_n(&r.seen, __ATOMIC_ACQUIRE);
     for (int i = 0; i < 48; i++)
       if (nt_lo_device(1 + i % 2, NULL) < 0) break;
+    /* On a loaded machine the reader may not have run yet: let it read at
+     * least once a round (bounded), so that every round checks something. */
+    for (int w = 0; w < 2000 && __atomic_load_n(&r.seen, __ATOMIC_ACQUIRE) == before; w++)
+      usleep(1000);
     __atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     rail_net_fini();
   }
-  CHECK(r.seen > 0);
+  CHECK(__atomic_load_n(&r.seen, __ATOMIC_ACQUIRE) >= 40);
   CHECK_EQ_INT(r.bad, 0);
 }
 

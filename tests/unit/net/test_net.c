@@ -144,6 +144,17 @@ TEST(test_sysfs_fake_tree) {
   snprintf(p, sizeof(p), "%s/sys/class/net/eth9/device", root);
   snprintf(q, sizeof(q), "%s/sys/devices/pci0000:00/0000:00:03.0/virtio2", root);
   CHECK_EQ_INT(symlink(q, p), 0);
+  /* A NIC behind Intel VMD: a five-digit PCI domain, below the VMD
+   * controller's own function (which is not the NIC). */
+  snprintf(p, sizeof(p),
+           "%s/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:01.0/10000:e1:00.0", root);
+  nt_mkdirs(p);
+  snprintf(p, sizeof(p), "%s/sys/class/net/eth7", root);
+  nt_mkdirs(p);
+  snprintf(p, sizeof(p), "%s/sys/class/net/eth7/device", root);
+  snprintf(q, sizeof(q),
+           "%s/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:01.0/10000:e1:00.0", root);
+  CHECK_EQ_INT(symlink(q, p), 0);
   /* A NIC whose speed is unknown (-1), and a virtual one with no device. */
   snprintf(p, sizeof(p), "%s/sys/class/net/eth8", root);
   nt_mkdirs(p);
@@ -156,6 +167,10 @@ TEST(test_sysfs_fake_tree) {
   CHECK_EQ_INT(f.speed_mbps, 25000);
   CHECK_EQ_STR(f.pci_path, "/sys/devices/pci0000:00/0000:00:03.0");
   CHECK_EQ_INT(f.numa_os, 1);
+  f = nt_fake("eth7", RAIL_IFACE_TIER_PHYS);
+  rail_ifaces_read_sysfs(&f);
+  CHECK_EQ_STR(f.pci_path,
+               "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:01.0/10000:e1:00.0");
   f = nt_fake("eth8", RAIL_IFACE_TIER_PHYS);
   rail_ifaces_read_sysfs(&f);
   CHECK_EQ_INT(f.speed_mbps, RAIL_IFACE_DEFAULT_MBPS);
@@ -315,6 +330,13 @@ TEST(test_common_pci) {
   CHECK_EQ_STR(out, "");
   rail_devices_common_pci(virt, 2, out, sizeof(out));
   CHECK_EQ_STR(out, "");
+  {
+    const char *vmd[2] = {
+        "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:01.0/10000:e1:00.0",
+        "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:01.0/10000:e1:00.1"};
+    rail_devices_common_pci(vmd, 2, out, sizeof(out));
+    CHECK_EQ_STR(out, "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:01.0");
+  }
   rail_devices_common_pci(same_switch, 1, out, sizeof(out));
   CHECK_EQ_STR(out, same_switch[0]);
 }
