@@ -210,6 +210,50 @@ static struct rail_vt_comm *rail_vt_comm(struct rail_conn *c) { return (struct r
 /* Queue pairs need no data sockets. */
 static int rail_vt_data_streams(int speed_mbps, int nrails) { return 0; }
 
+/* Closes every socket setup handed over but `keep` (-1: none). */
+static void rail_vt_close_setup(const struct rail_setup_rail *setup, int nsetup, int keep) {
+  for (int r = 0; r < nsetup && r < RAIL_MAX_RAILS; r++) {
+    if (setup[r].ctl_fd >= 0 && setup[r].ctl_fd != keep) close(setup[r].ctl_fd);
+    for (int i = 0; i < setup[r].nstreams; i++)
+      if (setup[r].data_fds[i] >= 0) close(setup[r].data_fds[i]);
+  }
+}
+
+/* Each rail's opened RDMA port, by its interface; -ENODEV (one WARN) when
+ * one has none. */
+static int rail_vt_find_nics(struct rail_vt_comm *c, const struct rail_setup_rail *setup,
+                             int nsetup) {
+  if (nsetup < 1 || nsetup > RAIL_VERBS_MAX_RAILS) return -EINVAL;
+  c->nrails = nsetup;
+  for (int r = 0; r < nsetup; r++) {
+    c->nics[r] = rail_vt_nic_for(setup[r].ifname);
+    if (c->nics[r] == NULL) {
+      RAIL_WARN("verbs: %s has no RDMA port for connection to %s", setup[r].ifname, c->peer);
+      return -ENODEV;
+    }
+    c->speed_mbps += rail_verbs_nic_port(c->nics[r])->speed_mbps;
+  }
+  return 0;
+}
+
+/* The connection's settings: its ports, the tunables, and rail 0's control
+ * stream as the side channel. */
+static void rail_vt_conn_cfg(const struct rail_vt_comm *c, int side_fd,
+                             struct rail_verbs_conn_cfg *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->nrails = c->nrails;
+  memcpy(cfg->nics, c->nics, sizeof(cfg->nics));
+  cfg->qps_per_rail = (int)rail_param_int(RAIL_PARAM_QPS_PER_RAIL);
+  cfg->peer = c->peer;
+  cfg->timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
+  /* The side channel tells whether the peer is there (net/verbs/live.c):
+   * keepalive finds a vanished host on it while it is idle. */
+  cfg->watch_fd = side_fd;
+  rail_liveness_tune(cfg->watch_fd, cfg->timeout_ms);
+  cfg->traffic_class = -1;
+  cfg->min_stripe_bytes = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
+}
+
 static int rail_vt_start(int is_send, const struct rail_setup_rail *setup, int nsetup,
                          const char *peer, struct rail_conn **out) {
   struct rail_verbs_conn_cfg cfg;
@@ -225,32 +269,9 @@ static int rail_vt_start(int is_send, const struct rail_setup_rail *setup, int n
   c->is_send = is_send;
   c->fd = -1;
   snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "?");
-  if (nsetup < 1 || nsetup > RAIL_VERBS_MAX_RAILS) {
-    rc = -EINVAL;
-    goto free_comm;
-  }
-  c->nrails = nsetup;
-  for (int r = 0; r < nsetup; r++) {
-    c->nics[r] = rail_vt_nic_for(setup[r].ifname);
-    if (c->nics[r] == NULL) {
-      RAIL_WARN("verbs: %s has no RDMA port for connection to %s", setup[r].ifname, c->peer);
-      rc = -ENODEV;
-      goto free_comm;
-    }
-    c->speed_mbps += rail_verbs_nic_port(c->nics[r])->speed_mbps;
-  }
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.nrails = nsetup;
-  memcpy(cfg.nics, c->nics, sizeof(cfg.nics));
-  cfg.qps_per_rail = (int)rail_param_int(RAIL_PARAM_QPS_PER_RAIL);
-  cfg.peer = c->peer;
-  cfg.timeout_ms = (int)rail_param_int(RAIL_PARAM_TIMEOUT_MS);
-  /* The side channel tells whether the peer is there (net/verbs/live.c):
-   * keepalive finds a vanished host on it while it is idle. */
-  cfg.watch_fd = setup[0].ctl_fd;
-  rail_liveness_tune(cfg.watch_fd, cfg.timeout_ms);
-  cfg.traffic_class = -1;
-  cfg.min_stripe_bytes = (size_t)rail_param_int(RAIL_PARAM_MIN_STRIPE_BYTES);
+  rc = rail_vt_find_nics(c, setup, nsetup);
+  if (rc != 0) goto free_comm;
+  rail_vt_conn_cfg(c, setup[0].ctl_fd, &cfg);
   rc = rail_verbs_conn_create(&cfg, is_send, &c->conn);
   if (rc != 0) goto free_comm;
   for (int i = RAIL_VT_REQS - 1; i >= 0; i--) {
@@ -270,11 +291,7 @@ static int rail_vt_start(int is_send, const struct rail_setup_rail *setup, int n
   }
   /* Rail 0's control stream is the side channel; the rest are not needed. */
   c->fd = setup[0].ctl_fd;
-  for (int r = 0; r < nsetup; r++) {
-    if (r > 0 && setup[r].ctl_fd >= 0) close(setup[r].ctl_fd);
-    for (int i = 0; i < setup[r].nstreams; i++)
-      if (setup[r].data_fds[i] >= 0) close(setup[r].data_fds[i]);
-  }
+  rail_vt_close_setup(setup, nsetup, c->fd);
   *out = &c->base;
   return 0;
 
@@ -283,11 +300,7 @@ destroy_conn:
 free_comm:
   free(c);
 close_fds:
-  for (int r = 0; r < nsetup && r < RAIL_MAX_RAILS; r++) {
-    if (setup[r].ctl_fd >= 0) close(setup[r].ctl_fd);
-    for (int i = 0; i < setup[r].nstreams; i++)
-      if (setup[r].data_fds[i] >= 0) close(setup[r].data_fds[i]);
-  }
+  rail_vt_close_setup(setup, nsetup, -1);
   return rc;
 }
 
