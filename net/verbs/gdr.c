@@ -97,18 +97,53 @@ int rail_verbs_gdr_buffer_id(uintptr_t addr, uint64_t *id) {
   return 0;
 }
 
+#define RAIL_GDR_WHY 64 /* a reason a path cannot register GPU memory */
+
+/* Which of the two paths registers GPU memory at ptr on pd: RAIL_VERBS_MEM_*
+ * bits, and why each that does not (RAIL_GDR_WHY bytes each). */
+static int rail_verbs_gdr_try(const struct rail_verbs_api *api, struct ibv_pd *pd,
+                              const struct rail_cu_api *cu, rail_cu_device dev, rail_cu_ptr ptr,
+                              size_t size, char *peer_why, char *dmabuf_why) {
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  int bits = 0, dmabuf_ok = 0, fd = -1;
+  struct ibv_mr *mr;
+
+  /* Peer memory (nvidia-peermem): plain ibv_reg_mr on the device pointer. */
+  mr = rail_verbs_reg_mr(api, pd, (void *)(uintptr_t)ptr, size, access);
+  if (mr != NULL) {
+    api->dereg_mr(mr);
+    bits |= RAIL_VERBS_MEM_CUDA;
+  } else {
+    snprintf(peer_why, RAIL_GDR_WHY, "peer memory: %s", strerror(errno));
+  }
+  /* dma-buf: the GPU exports the range, the NIC imports it. */
+  if (cu->get_handle != NULL && api->reg_dmabuf_mr != NULL &&
+      cu->device_get_attribute(&dmabuf_ok, RAIL_CU_ATTR_DMA_BUF_SUPPORTED, dev) == 0 && dmabuf_ok &&
+      cu->get_handle(&fd, ptr, size, RAIL_CU_HANDLE_DMA_BUF_FD, 0) == 0) {
+    mr = api->reg_dmabuf_mr(pd, 0, size, ptr, fd, access);
+    if (mr != NULL) {
+      api->dereg_mr(mr);
+      bits |= RAIL_VERBS_MEM_DMABUF;
+    } else {
+      snprintf(dmabuf_why, RAIL_GDR_WHY, "ibv_reg_dmabuf_mr: %s", strerror(errno));
+    }
+    close(fd);
+  } else {
+    snprintf(dmabuf_why, RAIL_GDR_WHY, "no dma-buf export (driver, GPU or rdma-core)");
+  }
+  return bits;
+}
+
 int rail_verbs_gdr_probe(const struct rail_verbs_api *api, struct ibv_pd *pd, const char *nic) {
   const size_t size = 2u << 20; /* one GPU large page: aligned for both paths */
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   struct rail_cu_api cu;
   rail_cu_context ctx, prev;
   rail_cu_device dev;
   rail_cu_ptr ptr = 0;
   const char *why = NULL;
-  char peer_why[64] = "", dmabuf_why[64] = "";
+  char peer_why[RAIL_GDR_WHY] = "", dmabuf_why[RAIL_GDR_WHY] = "";
   void *lib;
-  int n = 0, bits = 0, dmabuf_ok = 0, fd = -1;
-  struct ibv_mr *mr;
+  int n = 0, bits = 0;
 
   if (rail_cu_load(&lib, &cu, &why) != 0) goto say;
   if (cu.init(0) != 0 || cu.device_get_count(&n) != 0 || n == 0) {
@@ -127,29 +162,7 @@ int rail_verbs_gdr_probe(const struct rail_verbs_api *api, struct ibv_pd *pd, co
     why = "cannot allocate GPU memory";
     goto pop_ctx;
   }
-  /* Peer memory (nvidia-peermem): plain ibv_reg_mr on the device pointer. */
-  mr = rail_verbs_reg_mr(api, pd, (void *)(uintptr_t)ptr, size, access);
-  if (mr != NULL) {
-    api->dereg_mr(mr);
-    bits |= RAIL_VERBS_MEM_CUDA;
-  } else {
-    snprintf(peer_why, sizeof(peer_why), "peer memory: %s", strerror(errno));
-  }
-  /* dma-buf: the GPU exports the range, the NIC imports it. */
-  if (cu.get_handle != NULL && api->reg_dmabuf_mr != NULL &&
-      cu.device_get_attribute(&dmabuf_ok, RAIL_CU_ATTR_DMA_BUF_SUPPORTED, dev) == 0 && dmabuf_ok &&
-      cu.get_handle(&fd, ptr, size, RAIL_CU_HANDLE_DMA_BUF_FD, 0) == 0) {
-    mr = api->reg_dmabuf_mr(pd, 0, size, ptr, fd, access);
-    if (mr != NULL) {
-      api->dereg_mr(mr);
-      bits |= RAIL_VERBS_MEM_DMABUF;
-    } else {
-      snprintf(dmabuf_why, sizeof(dmabuf_why), "ibv_reg_dmabuf_mr: %s", strerror(errno));
-    }
-    close(fd);
-  } else {
-    snprintf(dmabuf_why, sizeof(dmabuf_why), "no dma-buf export (driver, GPU or rdma-core)");
-  }
+  bits = rail_verbs_gdr_try(api, pd, &cu, dev, ptr, size, peer_why, dmabuf_why);
   cu.mem_free(ptr);
 pop_ctx:
   cu.ctx_pop(&prev);
