@@ -201,15 +201,18 @@ TEST(test_partitioned_peer_fails_in_bounded_time) {
 /* The sender's last messages are complete (written), then it closes at
  * once; the receiver is busy for a while and posts afterwards (or posted
  * before and tests afterwards). Every message arrives. */
-static void nt_close_then_receive(int dev, int nmsgs, size_t size, int post_first) {
+/* down: -1, or the rail the sender loses between its last send and its
+ * close ('r' in side: the receiver loses it instead, at the same moment). */
+static void nt_close_then_receive_down(int dev, int nmsgs, size_t size, int post_first, int down,
+                                       char side) {
   struct nt_pair p;
-  uint8_t *sb = malloc(size ? size : 1), *rb = malloc(size + 1);
+  uint8_t *sb = malloc(size ? size : 1), *rbs = malloc((size + 1) * (size_t)nmsgs), *rb = rbs;
   void *rr[8] = {0};
 
   CHECK_EQ_INT(nt_connect(dev, &p, 10), 0);
   if (post_first)
     for (int i = 0; i < nmsgs; i++)
-      CHECK_EQ_INT(nt_irecv(p.rc, rb, size + 1, 0, &rr[i], 5), 0);
+      CHECK_EQ_INT(nt_irecv(p.rc, rbs + (size + 1) * (size_t)i, size + 1, 0, &rr[i], 5), 0);
   for (int i = 0; i < nmsgs; i++) {
     void *sr = NULL;
     int ss = -1;
@@ -217,11 +220,13 @@ static void nt_close_then_receive(int dev, int nmsgs, size_t size, int post_firs
     CHECK_EQ_INT(nt_isend(p.sc, sb, size, 0, &sr, 5), 0);
     CHECK_EQ_INT(nt_wait(sr, &ss, 10), 0);
   }
+  if (down >= 0) CHECK_EQ_INT(rail_net_comm_rail_down(side == 'r' ? p.rc : p.sc, down), 0);
   rail_net_close_send(p.sc);
   p.sc = NULL;
   usleep(5000); /* the receiver is busy elsewhere */
   for (int i = 0; i < nmsgs; i++) {
     int rs = -1, rc;
+    rb = rbs + (size + 1) * (size_t)i; /* a buffer per message: several may be posted at once */
     if (!post_first) CHECK_EQ_INT(nt_irecv(p.rc, rb, size + 1, 0, &rr[i], 5), 0);
     if (rr[i] == NULL) break;
     rc = nt_wait(rr[i], &rs, 10);
@@ -244,7 +249,11 @@ static void nt_close_then_receive(int dev, int nmsgs, size_t size, int post_firs
   }
   nt_close(&p);
   free(sb);
-  free(rb);
+  free(rbs);
+}
+
+static void nt_close_then_receive(int dev, int nmsgs, size_t size, int post_first) {
+  nt_close_then_receive_down(dev, nmsgs, size, post_first, -1, 's');
 }
 
 TEST(test_close_delivers_last_message) {
@@ -254,6 +263,20 @@ TEST(test_close_delivers_last_message) {
   nt_close_then_receive(nt_dev1, 1, 1000, 1);
   nt_close_then_receive(nt_dev2, 8, 16384, 0);
   nt_close_then_receive(nt_dev2, 3, 0, 1);
+}
+
+/* A rail goes down between the last send and the close, on either end:
+ * the control channel (rail 0) or a data rail (rail 1). What the sends
+ * reported complete still reaches the receiver, inline messages and
+ * striped ones alike, and the close returns. */
+TEST(test_close_while_a_rail_goes_down) {
+  nt_setup();
+  for (int rail = 0; rail < 2; rail++)
+    for (int k = 0; k < 2; k++) {
+      char side = k ? 'r' : 's';
+      nt_close_then_receive_down(nt_dev2, 8, 16384, 0, rail, side);
+      nt_close_then_receive_down(nt_dev2, 3, 4 << 20, 1, rail, side);
+    }
 }
 
 /* ---- hostile chunks --------------------------------------------------------------------------- */
@@ -558,9 +581,9 @@ TEST(test_random_and_truncated_handles) {
   nt_env("NCCL_RAIL_CONNECT_TIMEOUT_MS", NULL);
 }
 
-RAIL_TEST_MAIN(test_straggler_small_messages, test_straggler_mixed_two_rails,
-               test_partitioned_peer_fails_in_bounded_time, test_close_delivers_last_message,
-               test_chunk_offset_wraps, test_chunk_overlap, test_fail_waits_for_writers,
-               test_too_large_notice_when_log_full, test_strangers_silent_first,
-               test_strangers_during_connect, test_most_streams_fit, test_forged_handle_state,
-               test_random_and_truncated_handles)
+RAIL_TEST_MAIN(test_close_while_a_rail_goes_down, test_straggler_small_messages,
+               test_straggler_mixed_two_rails, test_partitioned_peer_fails_in_bounded_time,
+               test_close_delivers_last_message, test_chunk_offset_wraps, test_chunk_overlap,
+               test_fail_waits_for_writers, test_too_large_notice_when_log_full,
+               test_strangers_silent_first, test_strangers_during_connect, test_most_streams_fit,
+               test_forged_handle_state, test_random_and_truncated_handles)
