@@ -171,8 +171,8 @@ static void rail_ifaces_pci_path(const struct rail_sysfs *fs, const char *ifname
   if (strlen(real) < outlen) snprintf(out, outlen, "%s", real);
 }
 
-void rail_ifaces_read_sysfs(struct rail_iface *ifc) {
-  struct rail_sysfs fs;
+/* fs NULL: the root did not resolve (named in a WARN); the defaults stand. */
+static void rail_ifaces_read_sysfs_at(const struct rail_sysfs *fs, struct rail_iface *ifc) {
   char base[IF_NAMESIZE], *colon;
   long v;
 
@@ -181,19 +181,23 @@ void rail_ifaces_read_sysfs(struct rail_iface *ifc) {
   ifc->pci_path[0] = '\0';
   ifc->numa_os = -1;
   ifc->numa = -1;
-  /* A root that does not resolve was named in a WARN: the defaults stand. */
-  if (rail_sysfs_open(&fs, NULL) != 0) return;
+  if (fs == NULL) return;
 
   /* An alias label ("eth0:1") shares the device of its interface. */
   snprintf(base, sizeof(base), "%s", ifc->name);
   colon = strchr(base, ':');
   if (colon != NULL) *colon = '\0';
 
-  v = rail_sysfs_read_long(&fs, -1, "sys/class/net/%s/speed", base);
+  v = rail_sysfs_read_long(fs, -1, "sys/class/net/%s/speed", base);
   if (v > 0 && v < INT32_MAX) ifc->speed_mbps = (int)v;
-  rail_ifaces_pci_path(&fs, base, ifc->pci_path, sizeof(ifc->pci_path));
-  v = rail_sysfs_read_long(&fs, -1, "sys/class/net/%s/device/numa_node", base);
+  rail_ifaces_pci_path(fs, base, ifc->pci_path, sizeof(ifc->pci_path));
+  v = rail_sysfs_read_long(fs, -1, "sys/class/net/%s/device/numa_node", base);
   if (v >= 0 && v < 4096) ifc->numa_os = (int)v;
+}
+
+void rail_ifaces_read_sysfs(struct rail_iface *ifc) {
+  struct rail_sysfs fs;
+  rail_ifaces_read_sysfs_at(rail_sysfs_open(&fs, NULL) == 0 ? &fs : NULL, ifc);
 }
 
 /* ---- discovery ------------------------------------------------------------------ */
@@ -215,7 +219,8 @@ static int rail_ifaces_addr_rank(const struct sockaddr *sa) {
 
 int rail_ifaces_discover(struct rail_iface *out, int max, int *n) {
   struct ifaddrs *list, *ifa;
-  int count = 0, ranks[RAIL_IFACES_MAX];
+  struct rail_sysfs fs;
+  int count = 0, ranks[RAIL_IFACES_MAX], have_fs;
 
   if (getifaddrs(&list) != 0) {
     int err = errno;
@@ -250,6 +255,8 @@ int rail_ifaces_discover(struct rail_iface *out, int max, int *n) {
   }
   freeifaddrs(list);
 
+  /* One root for every interface: resolved once, and a bad one said once. */
+  have_fs = rail_sysfs_open(&fs, NULL) == 0;
   for (int i = 0; i < count; i++) {
     char base[IF_NAMESIZE], *colon;
 
@@ -257,7 +264,7 @@ int rail_ifaces_discover(struct rail_iface *out, int max, int *n) {
     colon = strchr(base, ':');
     if (colon != NULL) *colon = '\0';
     out[i].ifindex = (int)if_nametoindex(base);
-    rail_ifaces_read_sysfs(&out[i]);
+    rail_ifaces_read_sysfs_at(have_fs ? &fs : NULL, &out[i]);
   }
   *n = count;
   return 0;

@@ -107,6 +107,24 @@ TEST(test_discover_live) {
   if (!have_lo) TEST_SKIP("no lo interface up here");
 }
 
+/* A sysfs root that does not exist: discovery still finds the interfaces
+ * (with default speeds and no PCI paths), and names the root in one WARN,
+ * not one per interface. */
+TEST(test_discover_bad_sysfs_root) {
+  struct rail_iface l[RAIL_IFACES_MAX];
+  int n = -1;
+
+  nt_env("NCCL_RAIL_SYSFS_ROOT", "/nonexistent-rail-sysfs-root");
+  nt_log_start();
+  CHECK_EQ_INT(rail_ifaces_discover(l, RAIL_IFACES_MAX, &n), 0);
+  nt_env("NCCL_RAIL_SYSFS_ROOT", NULL);
+  CHECK(n >= 1);
+  for (int i = 0; i < n; i++)
+    CHECK_EQ_STR(l[i].pci_path, "");
+  CHECK_EQ_INT(nt_log_warns, 1);
+  CHECK(nt_log_has("/nonexistent-rail-sysfs-root", NULL));
+}
+
 static void nt_write(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   if (f) {
@@ -1292,11 +1310,11 @@ TEST(test_make_vdevice) {
   nt_env("NCCL_RAIL_FUSE", NULL);
 }
 
-RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live, test_sysfs_fake_tree,
-               test_addr_helpers, test_devices_fused, test_common_pci, test_rail_matching,
-               test_props, test_reg_mr, test_sizes, test_in_flight, test_progress_per_pass,
-               test_receiver_drives, test_irecv_group, test_truncation, test_two_rails_stripe,
-               test_two_rails_adapt, test_two_rails_small, test_eight_rails,
-               test_ipv6_rails_past_the_handle, test_version_mismatch, test_close_states,
-               test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nap_wakes,
-               test_nstreams, test_make_vdevice)
+RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live,
+               test_discover_bad_sysfs_root, test_sysfs_fake_tree, test_addr_helpers,
+               test_devices_fused, test_common_pci, test_rail_matching, test_props, test_reg_mr,
+               test_sizes, test_in_flight, test_progress_per_pass, test_receiver_drives,
+               test_irecv_group, test_truncation, test_two_rails_stripe, test_two_rails_adapt,
+               test_two_rails_small, test_eight_rails, test_ipv6_rails_past_the_handle,
+               test_version_mismatch, test_close_states, test_ipv6_and_traffic_class, test_pinning,
+               test_nap_policy, test_nap_wakes, test_nstreams, test_make_vdevice)
