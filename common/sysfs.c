@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,20 @@
 
 #include "common/log.h"
 #include "common/param.h"
+
+/* Every module opens the root (topology, interfaces, verbs, doctor): a root
+ * that does not resolve is said once a process, not once a module. */
+static void rail_sysfs_warn_root(const char *root, int rc) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static char warned[PATH_MAX];
+  int say;
+
+  pthread_mutex_lock(&mu);
+  say = strcmp(warned, root) != 0;
+  if (say) snprintf(warned, sizeof(warned), "%s", root);
+  pthread_mutex_unlock(&mu);
+  if (say) RAIL_WARN("sysfs root %s (NCCL_RAIL_SYSFS_ROOT): %s", root, strerror(-rc));
+}
 
 int rail_sysfs_open(struct rail_sysfs *fs, const char *root) {
   if (root == NULL) root = rail_param_str(RAIL_PARAM_SYSFS_ROOT);
@@ -21,7 +36,7 @@ int rail_sysfs_open(struct rail_sysfs *fs, const char *root) {
   fs->real[0] = '\0';
   if (root[0] != '\0' && realpath(root, fs->real) == NULL) {
     int rc = -errno;
-    RAIL_WARN("sysfs root %s (NCCL_RAIL_SYSFS_ROOT): %s", root, strerror(-rc));
+    rail_sysfs_warn_root(root, rc);
     return rc;
   }
   if (strcmp(fs->real, "/") == 0) fs->real[0] = '\0';

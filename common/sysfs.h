@@ -26,7 +26,8 @@ struct rail_sysfs {
 };
 
 /* root NULL means NCCL_RAIL_SYSFS_ROOT. A root that does not resolve is
- * -errno, logged once as a WARN naming it (the tunable was set wrong). */
+ * -errno, logged as a WARN naming it (the tunable was set wrong) once per
+ * process for that root, however many modules open it. */
 int rail_sysfs_open(struct rail_sysfs *fs, const char *root);
 /* 1 when fs reads the machine's own /sys. */
 int rail_sysfs_is_live(const struct rail_sysfs *fs);

@@ -9,6 +9,7 @@
 #include "common/bytes.h"
 #include "common/json.h"
 #include "common/param.h"
+#include "common/sysfs.h"
 #include "tests/unit/test.h"
 
 static char last_warn[1024];
@@ -63,6 +64,25 @@ static long long parse_size(const char *s) {
   int rc = rail_param_parse_size(s, &v);
   if (rc != 0 && v != 12345) return -1000; /* output written on failure */
   return rc != 0 ? rc : (long long)v;
+}
+
+/* Topology, interfaces, verbs and doctor each open the sysfs root: one that
+ * does not resolve fails every open, and is said once per root. */
+TEST(sysfs_bad_root_fails_every_open_and_warns_once) {
+  struct rail_sysfs fs;
+
+  rail_log_set_logger(capture);
+  nwarn = 0;
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ_INT(rail_sysfs_open(&fs, "/nonexistent-rail-root-a"), -ENOENT);
+  CHECK_EQ_INT(nwarn, 1);
+  CHECK(strstr(last_warn, "/nonexistent-rail-root-a") != NULL);
+  CHECK_EQ_INT(rail_sysfs_open(&fs, "/nonexistent-rail-root-b"), -ENOENT);
+  CHECK_EQ_INT(nwarn, 2);
+  CHECK(strstr(last_warn, "/nonexistent-rail-root-b") != NULL);
+  CHECK_EQ_INT(rail_sysfs_open(&fs, "/"), 0);
+  CHECK(rail_sysfs_is_live(&fs));
+  rail_log_set_logger(NULL);
 }
 
 TEST(size_suffix_spellings_are_powers_of_1024) {
@@ -301,6 +321,7 @@ TEST(json_escape_for_hand_built_text) {
 
 RAIL_TEST_MAIN(param_defaults_and_suffixes,
                param_bad_value_warns_naming_the_variable_and_keeps_default,
+               sysfs_bad_root_fails_every_open_and_warns_once,
                size_suffix_spellings_are_powers_of_1024, size_overflow_is_erange,
                size_garbage_empty_and_negative_are_einval,
                param_int_takes_sizes_and_keeps_negatives, bytes_round_trip_little_endian,
