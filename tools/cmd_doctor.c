@@ -78,17 +78,6 @@ int rail_doctor_read_int(const char *path, long *out) {
   return ok ? 0 : -1;
 }
 
-void rail_doctor_sysfs(char *buf, size_t len, const char *fmt, ...) {
-  const char *root = rail_param_str(RAIL_PARAM_SYSFS_ROOT);
-  char rel[256];
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(rel, sizeof(rel), fmt, ap);
-  va_end(ap);
-  snprintf(buf, len, "%s%s", root, rel);
-}
-
 static void doctor_usage(FILE *out) {
   fprintf(out,
           "usage: nccl-rail doctor [--json] [--plugin NAME|PATH] [--peers HOST[:PORT],...]\n"
@@ -262,6 +251,7 @@ int rail_cmd_doctor(int argc, char **argv) {
     return rc > 0 ? RAIL_CLI_OK : RAIL_CLI_USAGE;
   }
   d.topo = rail_topo_get();
+  d.sysfs_ok = rail_sysfs_open(&d.sysfs, NULL) == 0;
   if (o.serve) {
     /* The peer's hello names this node's bootstrap interface too. */
     rail_doctor_check_bootstrap(&d);

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "common/json.h"
+#include "common/sysfs.h"
 
 struct rail_topo;
 
@@ -45,6 +46,10 @@ struct rail_doctor {
   double seconds; /* per-rail throughput measurement */
   /* state */
   const struct rail_topo *topo;
+  /* NCCL_RAIL_SYSFS_ROOT, opened once; sysfs_ok 0 when it does not resolve
+   * (said in a WARN): every sysfs read then finds nothing. */
+  struct rail_sysfs sysfs;
+  int sysfs_ok;
   struct rail_doctor_finding *findings;
   int nfindings, cap;
   int warn, fail;
@@ -60,10 +65,6 @@ void rail_doctor_say(struct rail_doctor *d, int level, const char *check, const 
 
 /* Reads one integer from a file; 0 or -1. */
 int rail_doctor_read_int(const char *path, long *out);
-/* <NCCL_RAIL_SYSFS_ROOT> + the formatted path. */
-void rail_doctor_sysfs(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* The checks, in the order they run (tools/cmd_doctor.c's table). */
 void rail_doctor_check_env(struct rail_doctor *d);       /* doctor_node.c */
 void rail_doctor_check_nics(struct rail_doctor *d);      /* doctor_node.c */

@@ -258,7 +258,7 @@ void rail_doctor_check_plugin(struct rail_doctor *d) {
  * the plugin's model was built from, and why. */
 void rail_doctor_check_runtime(struct rail_doctor *d) {
   const char *note = d->topo->source_note;
-  char path[PATH_MAX] = "", sysfs[512];
+  char path[PATH_MAX] = "", sysfs[PATH_MAX];
   struct stat st;
   void *dl;
   int rdma;
@@ -266,8 +266,9 @@ void rail_doctor_check_runtime(struct rail_doctor *d) {
   rail_doctor_say(d, RAIL_DOCTOR_OK, "hwloc", NULL, "%s; topology source: %s%s%s%s",
                   rail_topo_hwloc_status(), d->topo->source[0] ? d->topo->source : "(none)",
                   note[0] ? " (" : "", note, note[0] ? ")" : "");
-  rail_doctor_sysfs(sysfs, sizeof(sysfs), "%s", "/sys/class/infiniband");
-  rdma = stat(sysfs, &st) == 0;
+  rdma = d->sysfs_ok &&
+         rail_sysfs_path(&d->sysfs, sysfs, sizeof(sysfs), "sys/class/infiniband") == 0 &&
+         stat(sysfs, &st) == 0;
   dl = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (dl != NULL) {
     libs_dl_path(dl, path, sizeof(path));

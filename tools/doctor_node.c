@@ -5,7 +5,6 @@
  * placement, and which transport will carry the data (RDMA ports that exist
  * but will not be used are the classic "why is my job at TCP speed"). */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -92,8 +91,6 @@ static void doctor_nic_state(struct rail_doctor *d, const struct rail_topo *t,
 /* A rail's members must agree on MTU, or the fused device runs at the
  * smaller one's segment size and one rail fragments. */
 static void doctor_mtu(struct rail_doctor *d, const struct rail_topo *t) {
-  char path[512];
-
   for (int g = 0; g < t->ngroups; g++) {
     const struct rail_topo_group *grp = &t->groups[g];
     long mtu0 = -1;
@@ -101,8 +98,9 @@ static void doctor_mtu(struct rail_doctor *d, const struct rail_topo *t) {
       const struct rail_topo_nic *n = &t->nics[grp->nics[k]];
       long mtu;
       if (n->netdev[0] == '\0') continue;
-      rail_doctor_sysfs(path, sizeof(path), "/sys/class/net/%s/mtu", n->netdev);
-      if (rail_doctor_read_int(path, &mtu) != 0) continue;
+      if (!d->sysfs_ok) continue;
+      mtu = rail_sysfs_read_long(&d->sysfs, -1, "sys/class/net/%s/mtu", n->netdev);
+      if (mtu < 0) continue;
       if (mtu0 < 0)
         mtu0 = mtu;
       else if (mtu != mtu0)
@@ -320,47 +318,34 @@ void rail_doctor_check_rails(struct rail_doctor *d) {
 
 /* Every port of <sysfs root>/sys/class/infiniband as "dev/port STATE",
  * comma-separated; returns the number of devices. */
-static int doctor_rdma_ports(char *out, size_t len) {
-  char path[512];
-  struct dirent *e;
-  DIR *dir;
+static int doctor_rdma_ports(const struct rail_doctor *d, char *out, size_t len) {
+  char **devs = NULL;
   size_t off = 0;
   int n = 0;
 
   out[0] = '\0';
-  /* path < 512 and a name < 256 always fit ports_dir and state_path. */
-  rail_doctor_sysfs(path, sizeof(path), "%s", "/sys/class/infiniband");
-  dir = opendir(path);
-  if (dir == NULL) return 0;
-  while ((e = readdir(dir)) != NULL) {
-    char ports_dir[800];
-    struct dirent *p;
-    DIR *pd;
+  if (!d->sysfs_ok || rail_sysfs_list(&d->sysfs, &devs, &n, "sys/class/infiniband") != 0) return 0;
+  for (int i = 0; i < n; i++) {
+    char **ports = NULL;
+    int np = 0;
 
-    if (e->d_name[0] == '.') continue;
-    n++;
-    snprintf(ports_dir, sizeof(ports_dir), "%s/%s/ports", path, e->d_name);
-    pd = opendir(ports_dir);
-    while (pd != NULL && (p = readdir(pd)) != NULL) {
-      char state_path[1080], state[64] = "?", *word;
-      FILE *f;
+    if (rail_sysfs_list(&d->sysfs, &ports, &np, "sys/class/infiniband/%s/ports", devs[i]) != 0)
+      continue;
+    for (int k = 0; k < np; k++) {
+      char state[64], *word;
 
-      if (p->d_name[0] == '.') continue;
-      snprintf(state_path, sizeof(state_path), "%s/%s/state", ports_dir, p->d_name);
-      f = fopen(state_path, "r");
-      if (f != NULL) {
-        if (fgets(state, sizeof(state), f) == NULL) snprintf(state, sizeof(state), "?");
-        fclose(f);
-      }
-      state[strcspn(state, "\n")] = '\0';
+      if (rail_sysfs_read(&d->sysfs, state, sizeof(state), "sys/class/infiniband/%s/ports/%s/state",
+                          devs[i], ports[k]) != 0 ||
+          state[0] == '\0')
+        snprintf(state, sizeof(state), "?");
       word = strchr(state, ' '); /* "4: ACTIVE" */
       if (off < len)
-        off += (size_t)snprintf(out + off, len - off, "%s%s/%s %s", off ? ", " : "", e->d_name,
-                                p->d_name, word != NULL ? word + 1 : state);
+        off += (size_t)snprintf(out + off, len - off, "%s%s/%s %s", off ? ", " : "", devs[i],
+                                ports[k], word != NULL ? word + 1 : state);
     }
-    if (pd != NULL) closedir(pd);
+    rail_sysfs_free_list(ports, np);
   }
-  closedir(dir);
+  rail_sysfs_free_list(devs, n);
   return n;
 }
 
@@ -373,7 +358,7 @@ void rail_doctor_check_rdma(struct rail_doctor *d) {
   char states[512];
 
   if (ports == NULL) return;
-  ndevs = doctor_rdma_ports(states, sizeof(states));
+  ndevs = doctor_rdma_ports(d, states, sizeof(states));
   if (ndevs > 0 && rail_verbs_discover(rail_verbs_api_get(), ports, RAIL_VERBS_MAX_PORTS, &n) != 0)
     n = 0;
   if (strcasecmp(setting, "socket") == 0) {

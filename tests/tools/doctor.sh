@@ -42,6 +42,24 @@ check "the healthy rig passes" test "$rc" -eq 0
 check "both rails are reported up" sh -c "grep -q '^ok   link .*v0' '$tmp/out' && grep -q '^ok   link .*v1' '$tmp/out'"
 check "no GPUs is said plainly" grep -q 'no GPUs found' "$tmp/out"
 
+# Rail members must share one MTU: the fused device would run at the
+# smaller one's segment size.
+cp -a "$tmp/rig" "$tmp/mtu"
+echo 9000 >"$tmp/mtu/sys/devices/virtual/net/v0/mtu"
+echo 9000 >"$tmp/mtu/sys/devices/virtual/net/v1/mtu"
+NCCL_RAIL_SYSFS_ROOT=$tmp/mtu NCCL_NET_PLUGIN=rail cli doctor >"$tmp/out" 2>&1
+check "rail members of one MTU are no finding" sh -c "! grep -q '^WARN mtu' '$tmp/out'"
+echo 1500 >"$tmp/mtu/sys/devices/virtual/net/v1/mtu"
+NCCL_RAIL_SYSFS_ROOT=$tmp/mtu NCCL_NET_PLUGIN=rail cli doctor >"$tmp/out" 2>&1
+cat "$tmp/out"
+check "rail members on different MTUs warn, naming both" \
+  grep -q '^WARN mtu .*v1 has MTU 1500, its rail peer has 9000' "$tmp/out"
+
+# A sysfs root that does not exist is named once, whatever reads it.
+NCCL_RAIL_SYSFS_ROOT=$tmp/nonexistent NCCL_NET_PLUGIN=rail cli doctor >"$tmp/out" 2>&1
+check "a bad NCCL_RAIL_SYSFS_ROOT is named in one WARN" \
+  test "$(grep -c "sysfs root $tmp/nonexistent" "$tmp/out")" -eq 1
+
 # The same rig without its rxe devices: a host with no RDMA at all.
 cp -a "$tmp/rig" "$tmp/nordma" && rm -rf "$tmp/nordma/sys/class/infiniband"
 NCCL_RAIL_SYSFS_ROOT=$tmp/nordma NCCL_NET_PLUGIN=rail cli doctor >"$tmp/out" 2>&1
