@@ -140,6 +140,10 @@ TEST(devmap_by_pci_function) {
   snprintf(path, sizeof(path), "%s/sys/class/net/eth4/dev_port", root);
   write_file(path, "1\n");
   fake_device(root, "net", "eth9", "0000:99:00.0");
+  /* Behind Intel VMD: a five-digit domain, below the VMD controller's own
+   * function (which is not the NIC's). */
+  fake_device(root, "net", "ib7", "0000:00:0e.0/pci10000:e0/10000:e0:01.0/10000:e1:00.0");
+  fake_device(root, "infiniband", "mlx5_7", "0000:00:0e.0/pci10000:e0/10000:e0:01.0/10000:e1:00.0");
   env("NCCL_RAIL_SYSFS_ROOT", root);
 
   /* SHARP reports mlx5_1 on function 0, as NCCL's IB code does for ports;
@@ -162,6 +166,12 @@ TEST(devmap_by_pci_function) {
   CHECK(strstr(why, "eth9") != NULL && strstr(why, "0000:99:00.0") != NULL);
   CHECK_EQ_INT(rail_devmap_find("veth7", d, 6, why, sizeof(why)), -ENODEV);
   CHECK(strstr(why, "no device named veth7") != NULL);
+  {
+    struct rail_delegate_props v[2];
+    v[0] = dprops("vmd-sibling", "/sys/devices/pci0000:00/0000:00:0e.0", 1);
+    v[1] = dprops("mlx5_7", NULL, 1);
+    CHECK_EQ_INT(rail_devmap_find("ib7", v, 2, why, sizeof(why)), 1);
+  }
 
   /* A delegate whose names are not IB devices: its own pciPath decides,
    * down to the PCI function (a virtio path goes on below it). */
