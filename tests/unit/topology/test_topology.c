@@ -855,13 +855,15 @@ TEST(get_falls_back_to_an_empty_model) {
   if (pid == 0) {
     const struct rail_topo *t;
     unsetenv("NCCL_RAIL_TOPO_FILE");
-    setenv("NCCL_RAIL_SYSFS_ROOT", "/nonexistent/rail-root", 1);
+    /* A root no earlier test named: a bad root is said once a process, and
+     * the child inherits what its parent said. */
+    setenv("NCCL_RAIL_SYSFS_ROOT", "/nonexistent/rail-root-of-get", 1);
     rail_param_reload();
     capture_start();
     t = rail_topo_get();
     capture_stop();
     _exit(t != NULL && t->nnics == 0 && t->ngroups == 0 && strcmp(t->source, "none") == 0 &&
-                  strstr(logbuf, "/nonexistent/rail-root") != NULL &&
+                  strstr(logbuf, "/nonexistent/rail-root-of-get") != NULL &&
                   strstr(logbuf, "falling back to plain interface discovery") != NULL
               ? 0
               : 1);
