@@ -17,21 +17,24 @@
  * formula; nvlstree: NVLSTree's network stage against the rails; level_us:
  * what each NVLSTree level costs beyond NCCL's hop (forwarding whole
  * chunks); tree_factors: NCCL's per-size Tree factors hold for every
- * protocol (1), or only for LL (0). docs/tuning.md, "Per-fabric constants",
- * names the measurement behind each number; fabrics without published
- * forced-algorithm runs take InfiniBand's. */
+ * protocol (1), or only for LL (0); ll128_alone: LL128's share of NCCL's
+ * LL128 rate across nodes when one GPU a node drives the NICs; pat: PAT's
+ * share of the network rate. docs/tuning.md, "Per-fabric constants", names
+ * the measurement behind each number; fabrics without published
+ * forced-algorithm runs take InfiniBand's, and InfiniBand takes NCCL's. */
 struct fabric_params {
   double hop_us, nic, tree, nvlstree, level_us;
   int tree_factors;
+  double ll128_alone, pat;
 };
 
 static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
-    [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
-    [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1},
-    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1},
-    [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
-    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0},
-    [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1},
+    [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
+    [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
+    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1, 1.0, 0.75},
+    [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
+    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, 0.8, 0.5},
+    [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
 };
 
 /* NVLink per link (NCCL's per-generation values, src/graph/topo.h v2.30.7)
@@ -52,8 +55,6 @@ static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
  * calbusbw, aliyun/SimAI astra-sim-alibabacloud/inputs/ratio): a 4/3 gain
  * NCCL's model, which uses the inter-node rate beyond two nodes, leaves out. */
 #define TREE_THREE_NODE_GAIN (4.0 / 3.0)
-/* PAT: NCCL's bandwidth factor. */
-#define PAT_EFFICIENCY 0.75
 /* Channels a view from a shape assumes (Hopper's ring and NVLS counts);
  * they only size NCCL's per-channel caps, which do not bind at this count. */
 #define VIEW_CHANNELS 16
@@ -296,12 +297,19 @@ static int nsteps_of(int coll, int n) {
   return n - 1;
 }
 
+/* LL128 across nodes with one GPU a node, against NCCL's rate: on EFA it
+ * falls short (fitted on P5en at one GPU a node, docs/tuning.md); with more
+ * GPUs a node NCCL's rate holds. */
+static double ll128_alone(const struct rail_tuner_shape *s) {
+  return multi_node(s) && !multi_gpu(s) ? fabric_of(s)->ll128_alone : 1.0;
+}
+
 static double ring_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_proto p) {
   double bus = ring_bus(s);
   if (p == RAIL_PROTO_LL)
     bus = fmin(bus * 0.5, ll_cap(s));
   else if (p == RAIL_PROTO_LL128)
-    bus *= 0.92;
+    bus *= 0.92 * ll128_alone(s);
   /* Bus to algorithm bandwidth: each rank moves nsteps/n of the buffer.
    * Broadcast/Reduce pipelines the whole buffer through every link once. */
   if (coll == RAIL_COLL_BROADCAST || coll == RAIL_COLL_REDUCE) return bus;
@@ -327,7 +335,7 @@ static double tree_algbw(const struct rail_tuner_shape *s, enum rail_proto p, si
   if (p == RAIL_PROTO_LL)
     raw = fmin(raw / 3.8, ll_cap(s));
   else if (p == RAIL_PROTO_LL128)
-    raw *= multi_node(s) ? 120.0 / 128.0 : 7.0 / 9.0;
+    raw *= multi_node(s) ? 120.0 / 128.0 * ll128_alone(s) : 7.0 / 9.0;
   else
     raw *= 0.92; /* NCCL caps Tree Simple at 0.92 of the link too */
   if (p == RAIL_PROTO_LL || fabric_of(s)->tree_factors)
@@ -385,7 +393,7 @@ static double model_algbw(const struct rail_tuner_shape *s, enum rail_coll coll,
   case RAIL_ALGO_NVLS_TREE:
     return nvls_tree_algbw(s);
   case RAIL_ALGO_PAT:
-    return net_bw(s) * PAT_EFFICIENCY;
+    return net_bw(s) * fabric_of(s)->pat;
   default:
     return collnet_algbw(s, coll, a);
   }

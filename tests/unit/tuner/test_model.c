@@ -300,7 +300,8 @@ void nvlink_speed_follows_the_gpu_generation(void) {
 }
 
 /* The fabric changes the model where measurements say it does: EFA's hop
- * cost, its tree efficiency and its NVLSTree level cost; TCP's hop cost over
+ * cost, its tree efficiency, its NVLSTree level cost, and its LL128 and PAT
+ * rates at one GPU a node; TCP's hop cost over
  * sockets; InfiniBand-class fabrics none of them. */
 void fabric_sets_hop_cost_and_efficiencies(void) {
   struct rail_tuner_shape ib = tt_shape(16, 8, 8, 400), efa = ib, roce = ib, sock = ib;
@@ -326,6 +327,32 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
   CHECK(ce.latency_us > ci.latency_us + 2 * 4 * 35.0);
   /* Sockets: no LL128 across nodes. */
   CHECK(!rail_tuner_supported(&sock, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128));
+  /* One GPU a node: EFA's LL128 (ring and tree) at 0.8 of InfiniBand's, its
+   * PAT at 0.5 of the network rate where InfiniBand keeps NCCL's 0.75; with
+   * 8 GPUs a node LL128 keeps NCCL's rate on both. */
+  {
+    struct rail_tuner_shape ib1 = tt_shape(16, 1, 2, 200), efa1 = ib1;
+    struct rail_tuner_cost c1, c2;
+    ib1.fabric = RAIL_TUNER_FABRIC_IB;
+    efa1.fabric = RAIL_TUNER_FABRIC_EFA;
+    for (int algo = RAIL_ALGO_TREE; algo <= RAIL_ALGO_RING; algo++) {
+      tt_cost(&ib1, RAIL_COLL_ALLREDUCE, algo, RAIL_PROTO_LL128, (size_t)1 << 32, &c1);
+      tt_cost(&efa1, RAIL_COLL_ALLREDUCE, algo, RAIL_PROTO_LL128, (size_t)1 << 32, &c2);
+      double fabric = algo == RAIL_ALGO_TREE ? 0.74 : 1.0; /* EFA's tree share */
+      CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 0.8 * fabric * 0.96 / 0.98) < 1e-6);
+    }
+    tt_cost(&ib1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c1);
+    tt_cost(&efa1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c2);
+    CHECK(fabs(c1.algbw_gbs - 2 * 200 / 8.0 * 0.98 * 0.75) < 1e-6);
+    CHECK(fabs(c2.algbw_gbs - 2 * 200 / 8.0 * 0.96 * 0.5) < 1e-6);
+    ib1 = tt_shape(16, 8, 2, 200); /* the network binds, not NVLink */
+    efa1 = ib1;
+    ib1.fabric = RAIL_TUNER_FABRIC_IB;
+    efa1.fabric = RAIL_TUNER_FABRIC_EFA;
+    tt_cost(&ib1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL128, (size_t)1 << 32, &c1);
+    tt_cost(&efa1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL128, (size_t)1 << 32, &c2);
+    CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 0.96 / 0.98) < 1e-6);
+  }
 }
 
 /* With SHARP each node sends and receives the message once: CollNet wins
