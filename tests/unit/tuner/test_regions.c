@@ -4,7 +4,9 @@
  * measured, the model's choice must be a measured winner somewhere within a
  * factor 2 of that size, as test_p5en.c asks of P5en. Prints, per platform,
  * how often the choice is the winner at the point itself; a platform whose
- * recorded floor is below 100% lists its misses with RAIL_TUNER_VERBOSE=1. */
+ * recorded floor is below 100% lists its misses with RAIL_TUNER_VERBOSE=1.
+ * A platform measured among some protocols only is checked a second time,
+ * the model choosing among those. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +33,19 @@ struct platform {
   double gbps, floor;
 };
 
+/* A platform whose measured tuner offered only some protocols: the model is
+ * also checked among those alone ("offered" lines). */
+struct offer {
+  char name[16];
+  int ppn, protos[RAIL_PROTO_COUNT];
+  double floor;
+};
+
 struct regions_file {
-  int nshapes, nregions;
+  int nshapes, nregions, noffers;
   struct platform shapes[MAX_SHAPES];
   struct region regions[MAX_REGIONS];
+  struct offer offers[MAX_SHAPES];
 };
 
 static double lg(double v) { return v > 0 ? log2(v) : -64; }
@@ -69,6 +80,19 @@ static int parse_shape(const char *line, struct platform *s) {
   return s->fabric > 0 ? 0 : -1;
 }
 
+static int parse_offer(const char *line, struct offer *o) {
+  char list[64];
+  if (sscanf(line, "offered %15s %d %63s %lf", o->name, &o->ppn, list, &o->floor) != 4) return -1;
+  memset(o->protos, 0, sizeof(o->protos));
+  for (char *save = NULL, *p = strtok_r(list, ",", &save); p != NULL;
+       p = strtok_r(NULL, ",", &save)) {
+    int proto = rail_tuner_proto_parse(p);
+    if (proto < 0) return -1;
+    o->protos[proto] = 1;
+  }
+  return 0;
+}
+
 static int load(const char *rel, struct regions_file *f) {
   char path[512], line[8192];
   FILE *in = fopen(tt_source_path(rel, path, sizeof(path)), "r");
@@ -83,6 +107,8 @@ static int load(const char *rel, struct regions_file *f) {
       bad |= parse_shape(line, &f->shapes[f->nshapes++]) != 0;
     else if (strncmp(line, "region", 6) == 0 && f->nregions < MAX_REGIONS)
       bad |= parse_region(line, &f->regions[f->nregions++]) != 0;
+    else if (strncmp(line, "offered", 7) == 0 && f->noffers < MAX_SHAPES)
+      bad |= parse_offer(line, &f->offers[f->noffers++]) != 0;
     if (bad) {
       fprintf(stderr, "  %s:%d: cannot read this line\n", path, lineno);
       break;
@@ -136,9 +162,11 @@ struct tally {
   int points, agree, within, fail;
 };
 
-/* One (platform, collective, node count): every size checked. */
+/* One (platform, collective, node count): every size checked, the model
+ * choosing among the protocols offered (NULL: all of them). */
 static void check_point_row(const struct regions_file *f, const struct platform *p, int coll,
-                            int nodes, struct tally *t) {
+                            int nodes, const struct offer *offer, struct tally *t) {
+  float table[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
   struct rail_tuner_shape s = platform_shape(p, nodes);
   int ranks = nodes * p->ppn;
 
@@ -150,7 +178,12 @@ static void check_point_row(const struct regions_file *f, const struct platform 
     int ok = 0;
 
     if (at == NULL) continue;
-    CHECK_EQ_INT(rail_tuner_decide(&s, coll, (size_t)llround(bytes), 1, NULL, 0, &c), 0);
+    for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+      for (int pr = 0; pr < RAIL_PROTO_COUNT; pr++)
+        table[a][pr] = offer == NULL || offer->protos[pr] ? 1.0f : -1.0f;
+    CHECK_EQ_INT(rail_tuner_decide(&s, coll, (size_t)llround(bytes), 1,
+                                   (const float(*)[RAIL_PROTO_COUNT])table, 0, &c),
+                 0);
     t->points++;
     if ((int)c.algo == at->algo && (int)c.proto == at->proto) t->agree++;
     for (int k = -4; k <= 4; k++) {
@@ -167,15 +200,43 @@ static void check_point_row(const struct regions_file *f, const struct platform 
     }
     t->fail++;
     if (getenv("RAIL_TUNER_VERBOSE") == NULL && p->floor < 100) continue;
-    fprintf(stderr, "  %s %d/node %s %d ranks %.0f B: model %s/%s, measured within 2x:%s\n",
-            p->name, p->ppn, rail_tuner_coll_name(coll), ranks, bytes, rail_tuner_algo_name(c.algo),
+    fprintf(stderr, "  %s %d/node %s %d ranks %.0f B: model%s %s/%s, measured within 2x:%s\n",
+            p->name, p->ppn, rail_tuner_coll_name(coll), ranks, bytes,
+            offer ? " (offered protocols)" : "", rail_tuner_algo_name(c.algo),
             rail_tuner_proto_name(c.proto), seen);
   }
 }
 
+/* Every size and node count of one platform; below its floor fails. */
+static int check_platform(const struct regions_file *f, const struct platform *p,
+                          const struct offer *offer) {
+  struct tally t = {0};
+  char among[64] = "";
+  double floor = offer ? offer->floor : p->floor;
+
+  for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
+    for (int nodes = 4; nodes * p->ppn <= p->max_ranks; nodes *= 2)
+      check_point_row(f, p, coll, nodes, offer, &t);
+  for (int pr = 0; offer != NULL && pr < RAIL_PROTO_COUNT; pr++)
+    if (offer->protos[pr])
+      snprintf(among + strlen(among), sizeof(among) - strlen(among), "%s%s", *among ? "," : "",
+               rail_tuner_proto_name(pr));
+  double within = 100.0 * t.within / (t.points ? t.points : 1);
+  printf("  %s %s, %d GPUs a node%s%s: %d points, %.1f%% the measured winner, %.1f%% within 2x "
+         "(floor %.1f%%)\n",
+         p->set, p->name, p->ppn, offer ? ", among " : "", among, t.points,
+         100.0 * t.agree / (t.points ? t.points : 1), within, floor);
+  if (within + 1e-9 < floor) {
+    fprintf(stderr, "  %s %d GPUs a node%s%s: %.1f%% within 2x, below the recorded %.1f%%\n",
+            p->name, p->ppn, offer ? " among " : "", among, within, floor);
+    CHECK(0);
+  }
+  return t.points;
+}
+
 static void check_platforms(const char *set) {
   struct regions_file *f = calloc(1, sizeof(*f));
-  int checked = 0;
+  int checked = 0, offers_known = 0;
 
   if (f == NULL || load("tests/unit/tuner/data/regions-aws.tsv", f) != 0) {
     free(f);
@@ -183,24 +244,15 @@ static void check_platforms(const char *set) {
   }
   for (int i = 0; i < f->nshapes; i++) {
     const struct platform *p = &f->shapes[i];
-    struct tally t = {0};
-    if (strcmp(p->set, set) != 0) continue;
-    for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
-      for (int nodes = 4; nodes * p->ppn <= p->max_ranks; nodes *= 2)
-        check_point_row(f, p, coll, nodes, &t);
-    double within = 100.0 * t.within / (t.points ? t.points : 1);
-    printf("  %s %s, %d GPUs a node: %d points, %.1f%% the measured winner, %.1f%% within 2x "
-           "(floor %.1f%%)\n",
-           set, p->name, p->ppn, t.points, 100.0 * t.agree / (t.points ? t.points : 1), within,
-           p->floor);
-    if (within + 1e-9 < p->floor) {
-      fprintf(stderr, "  %s %d GPUs a node: %.1f%% within 2x, below the recorded %.1f%%\n", p->name,
-              p->ppn, within, p->floor);
-      CHECK(0);
+    if (strcmp(p->set, set) == 0) checked += check_platform(f, p, NULL);
+    for (int k = 0; k < f->noffers; k++) {
+      if (strcmp(f->offers[k].name, p->name) != 0 || f->offers[k].ppn != p->ppn) continue;
+      offers_known++;
+      if (strcmp(p->set, set) == 0) check_platform(f, p, &f->offers[k]);
     }
-    checked += t.points;
   }
   CHECK(checked > 500);
+  CHECK_EQ_INT(offers_known, f->noffers); /* every "offered" line names a shape */
   free(f);
 }
 
