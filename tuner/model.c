@@ -17,24 +17,27 @@
  * formula; nvlstree: NVLSTree's network stage against the rails; level_us:
  * what each NVLSTree level costs beyond NCCL's hop (forwarding whole
  * chunks); tree_factors: NCCL's per-size Tree factors hold for every
- * protocol (1), or only for LL (0); ll128_alone: LL128's share of NCCL's
- * LL128 rate across nodes when one GPU a node drives the NICs; pat: PAT's
- * share of the network rate. docs/tuning.md, "Per-fabric constants", names
- * the measurement behind each number; fabrics without published
- * forced-algorithm runs take InfiniBand's, and InfiniBand takes NCCL's. */
+ * protocol (1), or only for LL (0); alone: with one GPU a node, LL128's and
+ * Tree's shares of NCCL's rates across nodes (Tree's on top of the tree
+ * share) and PAT's share of the network rate. docs/tuning.md, "Per-fabric
+ * constants", names the measurement behind each number; fabrics without
+ * published forced-algorithm runs take InfiniBand's, and InfiniBand takes
+ * NCCL's. */
 struct fabric_params {
   double hop_us, nic, tree, nvlstree, level_us;
   int tree_factors;
-  double ll128_alone, pat;
+  struct {
+    double ll128, tree, pat;
+  } alone;
 };
 
 static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
-    [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
-    [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
-    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1, 1.0, 0.75},
-    [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
-    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, 0.8, 0.5},
-    [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, 1.0, 0.75},
+    [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1, {1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, {0.8, 0.5, 0.5}},
+    [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
 };
 
 /* NVLink per link (NCCL's per-generation values, src/graph/topo.h v2.30.7)
@@ -297,11 +300,11 @@ static int nsteps_of(int coll, int n) {
   return n - 1;
 }
 
-/* LL128 across nodes with one GPU a node, against NCCL's rate: on EFA it
- * falls short (fitted on P5en at one GPU a node, docs/tuning.md); with more
- * GPUs a node NCCL's rate holds. */
-static double ll128_alone(const struct rail_tuner_shape *s) {
-  return multi_node(s) && !multi_gpu(s) ? fabric_of(s)->ll128_alone : 1.0;
+/* A fabric's share for one GPU a node across nodes, where LL128 and Tree
+ * fall short of NCCL's rates on EFA (fitted on P5en at one GPU a node,
+ * docs/tuning.md); with more GPUs a node NCCL's rates hold. */
+static double alone(const struct rail_tuner_shape *s, double share) {
+  return multi_node(s) && !multi_gpu(s) ? share : 1.0;
 }
 
 static double ring_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_proto p) {
@@ -309,7 +312,7 @@ static double ring_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, 
   if (p == RAIL_PROTO_LL)
     bus = fmin(bus * 0.5, ll_cap(s));
   else if (p == RAIL_PROTO_LL128)
-    bus *= 0.92 * ll128_alone(s);
+    bus *= 0.92 * alone(s, fabric_of(s)->alone.ll128);
   /* Bus to algorithm bandwidth: each rank moves nsteps/n of the buffer.
    * Broadcast/Reduce pipelines the whole buffer through every link once. */
   if (coll == RAIL_COLL_BROADCAST || coll == RAIL_COLL_REDUCE) return bus;
@@ -330,12 +333,12 @@ static double tree_algbw(const struct rail_tuner_shape *s, enum rail_proto p, si
 
   if (s->nodes == 3) raw = fmin(intra_bw(s), raw * TREE_THREE_NODE_GAIN);
   if (multi_node(s))
-    raw *= fabric_of(s)->tree *
+    raw *= fabric_of(s)->tree * alone(s, fabric_of(s)->alone.tree) *
            (rail_nccl_cc_of(s->sm) == RAIL_NCCL_CC_HOPPER ? TREE_HOPPER_EFFICIENCY : 1.0);
   if (p == RAIL_PROTO_LL)
     raw = fmin(raw / 3.8, ll_cap(s));
   else if (p == RAIL_PROTO_LL128)
-    raw *= multi_node(s) ? 120.0 / 128.0 * ll128_alone(s) : 7.0 / 9.0;
+    raw *= multi_node(s) ? 120.0 / 128.0 * alone(s, fabric_of(s)->alone.ll128) : 7.0 / 9.0;
   else
     raw *= 0.92; /* NCCL caps Tree Simple at 0.92 of the link too */
   if (p == RAIL_PROTO_LL || fabric_of(s)->tree_factors)
@@ -393,7 +396,7 @@ static double model_algbw(const struct rail_tuner_shape *s, enum rail_coll coll,
   case RAIL_ALGO_NVLS_TREE:
     return nvls_tree_algbw(s);
   case RAIL_ALGO_PAT:
-    return net_bw(s) * fabric_of(s)->pat;
+    return net_bw(s) * fabric_of(s)->alone.pat;
   default:
     return collnet_algbw(s, coll, a);
   }
