@@ -49,7 +49,8 @@ static void plan_usage(FILE *out) {
           "  --latency-us U     transport latency per network hop, us (default: by fabric,\n"
           "                     %.0f for sockets, 0 for InfiniBand-class RDMA)\n"
           "  --nvlink, --pcie   how GPUs of a node connect; --nvlink means an NVSwitch board\n"
-          "                     with NVLink SHARP unless --no-nvls (default: detected)\n"
+          "                     with NVLink SHARP from Hopper on, unless --no-nvls\n"
+          "                     (default: detected)\n"
           "  --gpu GEN          the GPU generation: v100, a100, a6000, l40, h100, h200, h800,\n"
           "                     b200, or a compute capability (90, sm90); sets NVLink speed\n"
           "  --nvlinks L        NVLink links per GPU (default: the generation's full count)\n"
@@ -296,12 +297,14 @@ static int plan_shape(const struct plan_opts *o, const struct rail_topo *topo,
                                  (size_t)nodes, s) != 0)
     return -EINVAL;
   plan_network(o, s);
+  if (o->sm > 0) s->sm = o->sm;
   if (o->intra >= 0) {
     s->intra = o->intra;
-    s->nvls = o->intra == RAIL_TUNER_INTRA_NVLINK;
+    s->nvswitch = o->intra == RAIL_TUNER_INTRA_NVLINK;
+    /* NVLink SHARP came with Hopper's NVSwitches, as shape_from_topo says. */
+    s->nvls = s->nvswitch && (s->sm == 0 || s->sm >= 90);
   }
   if (o->nvls == 0) s->nvls = 0;
-  if (o->sm > 0) s->sm = o->sm;
   if (o->nvlinks > 0) s->nvlinks = o->nvlinks;
   if (o->sharp) s->sharp = 1;
   return rail_tuner_shape_check(s);
@@ -481,6 +484,8 @@ static void json_shape(struct rail_json *j, const struct rail_tuner_shape *s) {
   rail_json_int(j, "nvlinks", s->nvlinks);
   rail_json_bool(j, "sharp", s->sharp);
   rail_json_bool(j, "mnnvl", s->mnnvl);
+  /* Added after the fields readers already parse in order. */
+  rail_json_bool(j, "nvswitch", s->nvswitch || s->nvls);
   rail_json_object_end(j);
 }
 

@@ -148,7 +148,7 @@ static int collnet_ok(const struct rail_tuner_shape *s, enum rail_coll coll, enu
    * Direct needs NVSwitch, and for AllGather/ReduceScatter a NIC per GPU. */
   if (!s->sharp || !multi_node(s) || s->gpus_per_node > 8) return 0;
   if (algo == RAIL_ALGO_COLLNET_CHAIN) return coll == RAIL_COLL_ALLREDUCE;
-  if (!s->nvls && multi_gpu(s)) return 0;
+  if (!s->nvls && !s->nvswitch && multi_gpu(s)) return 0;
   if (coll == RAIL_COLL_ALLREDUCE) return 1;
   return (coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER) &&
          s->rails >= s->gpus_per_node;
@@ -277,7 +277,7 @@ void rail_tuner_nccl_view(const struct rail_tuner_shape *s, double latency_inter
   v->nvls_ok = s->nvls && s->intra == RAIL_TUNER_INTRA_NVLINK && multi_gpu(s);
   v->collnet = s->sharp && multi_node(s);
   v->collnet_chain_ok = 1;
-  v->collnet_direct_ok = s->nvls || !multi_gpu(s);
+  v->collnet_direct_ok = s->nvls || s->nvswitch || !multi_gpu(s);
   v->collnet_ag_rs_ok = s->rails >= s->gpus_per_node;
   v->pat = multi_node(s) && !multi_gpu(s);
 }

@@ -84,11 +84,13 @@ struct rail_tuner_shape {
   int socket;            /* 1: TCP sockets carry the network (no RDMA; no LL128 across nodes) */
   double net_latency_us; /* per network hop on top of NCCL's hop costs */
   enum rail_tuner_intra intra; /* how GPUs of one node reach each other */
-  int sm;      /* GPU compute capability x 10 (70 V100 ... 100 B200); 0: unknown, Hopper's */
-  int nvlinks; /* NVLink links per GPU; 0: the generation's full count */
-  int nvls;    /* 1: NVSwitch with NVLink SHARP, so NVLS and NVLSTree exist */
-  int sharp;   /* 1: in-network reduction across nodes (CollNet: IB SHARP) */
-  int mnnvl;   /* 1: NVLink joins the nodes (GB200 NVL72-class): the tuner leaves NCCL alone */
+  int sm;       /* GPU compute capability x 10 (70 V100 ... 100 B200); 0: unknown, Hopper's */
+  int nvlinks;  /* NVLink links per GPU; 0: the generation's full count */
+  int nvls;     /* 1: NVSwitch with NVLink SHARP, so NVLS and NVLSTree exist */
+  int nvswitch; /* 1: NVSwitch joins the node's GPUs (CollNetDirect's pattern) even without
+                 * NVLink SHARP, as on an A100 HGX; nvls implies it */
+  int sharp;    /* 1: in-network reduction across nodes (CollNet: IB SHARP) */
+  int mnnvl;    /* 1: NVLink joins the nodes (GB200 NVL72-class): the tuner leaves NCCL alone */
   /* Bandwidths NCCL's cost table shows, GB/s: its ring's and its tree's
    * channels x per-channel bandwidth, agreed across ranks. 0: the model
    * computes them from the fields above. */

@@ -93,7 +93,8 @@ static void set_gpus(struct rail_tuner_shape *s, const struct rail_topo *topo) {
   /* NVLink SHARP needs third-generation NVSwitches, which come with Hopper
    * (sm 90): an A100 HGX has NVSwitches and no NVLS. An unknown generation
    * goes by the switches alone. */
-  s->nvls = topo->nvlink && topo->nvswitches > 0 && (s->sm == 0 || s->sm >= 90);
+  s->nvswitch = topo->nvlink && topo->nvswitches > 0;
+  s->nvls = s->nvswitch && (s->sm == 0 || s->sm >= 90);
   s->mnnvl = topo->mnnvl != 0;
 }
 
@@ -231,6 +232,9 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
   s.net_latency_us = rail_tuner_fabric_latency_us(fabric, s.socket);
   s.nvls = any_enabled(t, RAIL_ALGO_NVLS) || any_enabled(t, RAIL_ALGO_NVLS_TREE);
   s.sharp = any_enabled(t, RAIL_ALGO_COLLNET_DIRECT) || any_enabled(t, RAIL_ALGO_COLLNET_CHAIN);
+  /* NCCL enables CollNetDirect only where NVSwitch joins the GPUs, NVLS or
+   * not (an A100 HGX with SHARP). */
+  s.nvswitch = s.nvls || any_enabled(t, RAIL_ALGO_COLLNET_DIRECT);
   /* NCCL enables LL128 and NVLS only where its graphs' intra-node path is
    * NVLink; without either the GPUs are taken to be on PCIe. */
   ll128 = t[RAIL_ALGO_RING][RAIL_PROTO_LL128] >= 0 || t[RAIL_ALGO_TREE][RAIL_PROTO_LL128] >= 0;
@@ -278,7 +282,7 @@ const char *rail_tuner_shape_str(const struct rail_tuner_shape *s, char *buf, si
   snprintf(buf, len, "%d node%s x %d GPU%s (%d ranks), %s%s%s%s%s%s", s->nodes,
            s->nodes == 1 ? "" : "s", s->gpus_per_node, s->gpus_per_node == 1 ? "" : "s", s->ranks,
            s->intra == RAIL_TUNER_INTRA_NVLINK ? "NVLink" : "PCIe", gen,
-           s->nvls ? " + NVSwitch" : "", s->sharp ? " + SHARP" : "",
+           s->nvls || s->nvswitch ? " + NVSwitch" : "", s->sharp ? " + SHARP" : "",
            s->mnnvl ? " + multi-node NVLink" : "", net);
   return buf;
 }

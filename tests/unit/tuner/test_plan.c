@@ -88,21 +88,37 @@ void plan_cli_options_and_errors(void) {
 /* The JSON is an interface: "schema": 1, every field name plan has always
  * printed, and the new ones (docs/json.md). */
 void plan_cli_json_schema_and_fields(void) {
-  static const char *const fields[] = {"\"schema\": 1",         "\"shape\": {",
-                                       "\"nodes\": 4",          "\"gpus_per_node\": 8",
-                                       "\"ranks\": 32",         "\"rails\": 8",
-                                       "\"rail_gbps\": 400",    "\"intra\": \"nvlink\"",
-                                       "\"nvls\": true",        "\"socket\": false",
-                                       "\"net_latency_us\": 0", "\"total_gbps\": 3200",
-                                       "\"fabric\": \"ib\"",    "\"sm\": 90",
-                                       "\"nvlinks\": 0",        "\"sharp\": false",
-                                       "\"mnnvl\": false",      "\"tuner_active\": true",
-                                       "\"rules\": null",       "\"runtime_fabric\"",
-                                       "\"collectives\": [",    "\"name\": \"allreduce\"",
-                                       "\"sizes\": [",          "\"time_us\": ",
-                                       "\"busbw_gbs\": ",       "\"nccl_algo\": ",
-                                       "\"nccl_proto\": ",      "\"candidates\": [",
-                                       "\"latency_us\": ",      "\"algbw_gbs\": "};
+  static const char *const fields[] = {"\"schema\": 1",
+                                       "\"shape\": {",
+                                       "\"nodes\": 4",
+                                       "\"gpus_per_node\": 8",
+                                       "\"ranks\": 32",
+                                       "\"rails\": 8",
+                                       "\"rail_gbps\": 400",
+                                       "\"intra\": \"nvlink\"",
+                                       "\"nvls\": true",
+                                       "\"nvswitch\": true",
+                                       "\"socket\": false",
+                                       "\"net_latency_us\": 0",
+                                       "\"total_gbps\": 3200",
+                                       "\"fabric\": \"ib\"",
+                                       "\"sm\": 90",
+                                       "\"nvlinks\": 0",
+                                       "\"sharp\": false",
+                                       "\"mnnvl\": false",
+                                       "\"tuner_active\": true",
+                                       "\"rules\": null",
+                                       "\"runtime_fabric\"",
+                                       "\"collectives\": [",
+                                       "\"name\": \"allreduce\"",
+                                       "\"sizes\": [",
+                                       "\"time_us\": ",
+                                       "\"busbw_gbs\": ",
+                                       "\"nccl_algo\": ",
+                                       "\"nccl_proto\": ",
+                                       "\"candidates\": [",
+                                       "\"latency_us\": ",
+                                       "\"algbw_gbs\": "};
   int rc = tt_run_plan("--nodes 4 --gpus-per-node 8 --nics 8 --nic-gbps 400 --nvlink --gpu h100 "
                        "--fabric ib --json",
                        out, sizeof(out));
@@ -150,4 +166,14 @@ void plan_cli_site_knowledge_flags(void) {
                0);
   CHECK(strstr(out2, "\"sm\": 90") != NULL && strstr(out2, "\"nvlinks\": 8") != NULL);
   CHECK(strcmp(out, out2) != 0);
+
+  /* An A100 HGX has NVSwitches and no NVLink SHARP: no NVLS candidate, and
+   * with SHARP CollNetDirect is one (the option order does not matter). */
+  CHECK_EQ_INT(tt_run_plan("--gpu a100 --nodes 4 --gpus-per-node 8 --nics 8 --nic-gbps 200 "
+                           "--fabric ib --sharp --nvlink --collective allreduce --json",
+                           out, sizeof(out)),
+               0);
+  CHECK(strstr(out, "\"nvls\": false") != NULL && strstr(out, "\"nvswitch\": true") != NULL);
+  CHECK(strstr(out, "nvls_tree") == NULL);
+  CHECK(strstr(out, "{\"algo\": \"collnet_direct\", \"proto\": \"simple\"") != NULL);
 }

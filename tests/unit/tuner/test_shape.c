@@ -28,6 +28,14 @@ void shape_from_machine_model(void) {
   CHECK(s.net_latency_us == 0);
   CHECK_EQ_INT(s.intra, RAIL_TUNER_INTRA_NVLINK);
   CHECK_EQ_INT(s.nvls, 1);
+  CHECK_EQ_INT(s.nvswitch, 1);
+  /* An A100 HGX: NVSwitches without NVLink SHARP. */
+  for (int g = 0; g < t->ngpus; g++)
+    t->gpus[g].sm = 80;
+  CHECK_EQ_INT(rail_tuner_shape_from_topo(t, "auto", 128, 16, &s), 0);
+  CHECK(s.nvswitch && !s.nvls && s.sm == 80);
+  for (int g = 0; g < t->ngpus; g++)
+    t->gpus[g].sm = 0;
   /* Half the GPUs drive half the rails. */
   CHECK_EQ_INT(rail_tuner_shape_from_topo(t, "auto", 64, 16, &s), 0);
   CHECK_EQ_INT(s.rails, 4);
@@ -201,6 +209,16 @@ void shape_from_table_reads_enable_pattern(void) {
   CHECK(a.nvls && a.sharp && a.intra == RAIL_TUNER_INTRA_NVLINK);
   CHECK(a.fabric == RAIL_TUNER_FABRIC_TCP && a.socket &&
         a.net_latency_us == RAIL_TUNER_SOCKET_LATENCY_US);
+  /* An A100 HGX with SHARP: NCCL enables CollNetDirect without NVLS, so the
+   * GPUs meet at NVSwitch and the tuner may pick it. */
+  t[RAIL_ALGO_NVLS_TREE][RAIL_PROTO_SIMPLE] = -1.0f;
+  t[RAIL_ALGO_COLLNET_DIRECT][RAIL_PROTO_SIMPLE] = 750;
+  CHECK_EQ_INT(rail_tuner_shape_from_table(32, 4, RAIL_COLL_ALLREDUCE, 1 << 20, 1,
+                                           (const float(*)[3])t, RAIL_TUNER_FABRIC_IB, &a),
+               0);
+  CHECK(!a.nvls && a.nvswitch && a.sharp);
+  CHECK(rail_tuner_supported(&a, RAIL_COLL_ALLREDUCE, RAIL_ALGO_COLLNET_DIRECT, RAIL_PROTO_SIMPLE));
+  CHECK(!rail_tuner_supported(&a, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE));
   /* A size too small to carry a bandwidth through the table's floats: the
    * unseen default. */
   {
