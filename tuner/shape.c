@@ -232,8 +232,9 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
   s.net_latency_us = rail_tuner_fabric_latency_us(fabric, s.socket);
   s.nvls = any_enabled(t, RAIL_ALGO_NVLS) || any_enabled(t, RAIL_ALGO_NVLS_TREE);
   s.sharp = any_enabled(t, RAIL_ALGO_COLLNET_DIRECT) || any_enabled(t, RAIL_ALGO_COLLNET_CHAIN);
-  /* NCCL enables CollNetDirect only where NVSwitch joins the GPUs, NVLS or
-   * not (an A100 HGX with SHARP). */
+  /* Where NCCL enabled CollNetDirect its search found the node's
+   * all-to-all pattern (NVSwitch on an HGX), NVLS or not: an A100 HGX with
+   * SHARP has it and no NVLS. */
   s.nvswitch = s.nvls || any_enabled(t, RAIL_ALGO_COLLNET_DIRECT);
   /* NCCL enables LL128 and NVLS only where its graphs' intra-node path is
    * NVLink; without either the GPUs are taken to be on PCIe. */
