@@ -167,9 +167,13 @@ struct tally {
 static void check_point_row(const struct regions_file *f, const struct platform *p, int coll,
                             int nodes, const struct offer *offer, struct tally *t) {
   float table[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+  const float(*offered)[RAIL_PROTO_COUNT] = offer ? (const float(*)[RAIL_PROTO_COUNT])table : NULL;
   struct rail_tuner_shape s = platform_shape(p, nodes);
   int ranks = nodes * p->ppn;
 
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int pr = 0; pr < RAIL_PROTO_COUNT; pr++)
+      table[a][pr] = offer != NULL && offer->protos[pr] ? 1.0f : -1.0f;
   for (int q = 3 * 4; q <= 32 * 4; q++) {
     double bytes = exp2(q / 4.0);
     const struct region *at = winner(f, p, coll, bytes, ranks);
@@ -178,12 +182,7 @@ static void check_point_row(const struct regions_file *f, const struct platform 
     int ok = 0;
 
     if (at == NULL) continue;
-    for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-      for (int pr = 0; pr < RAIL_PROTO_COUNT; pr++)
-        table[a][pr] = offer == NULL || offer->protos[pr] ? 1.0f : -1.0f;
-    CHECK_EQ_INT(rail_tuner_decide(&s, coll, (size_t)llround(bytes), 1,
-                                   (const float(*)[RAIL_PROTO_COUNT])table, 0, &c),
-                 0);
+    CHECK_EQ_INT(rail_tuner_decide(&s, coll, (size_t)llround(bytes), 1, offered, 0, &c), 0);
     t->points++;
     if ((int)c.algo == at->algo && (int)c.proto == at->proto) t->agree++;
     for (int k = -4; k <= 4; k++) {
