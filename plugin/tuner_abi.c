@@ -1,5 +1,5 @@
 /* The tuner ABI shell: one exported const table per NCCL tuner version (v2 to
- * v6, i.e. NCCL 2.19 to 2.31), each slot a thin adapter onto tuner/tuner.h.
+ * v6, i.e. NCCL 2.21 to 2.31), each slot a thin adapter onto tuner/tuner.h.
  * Nothing here decides anything: it converts argument shapes, installs
  * NCCL's logger, and maps 0/-errno to ncclResult_t in one place
  * (rail_abi_result). Every entry point returns success: an error from init
@@ -93,10 +93,12 @@ static ncclResult_t rail_tuner_abi_get_coll_info_v3(void *ctx, ncclFunc_t collTy
                                          numProto, 0, nChannels);
 }
 
-/* v2 (NCCL 2.19) hands over no cost table, only two flags: nothing every
+/* v2 (NCCL 2.21) hands over no cost table, only two flags: nothing every
  * rank holds identically says how fast the network is, so a choice could
  * differ between ranks whose machines differ (tuner/tuner.h). NCCL's own
- * choice stands. */
+ * choice stands. NCCL 2.19 and 2.20 look only for ncclTunerPlugin_v1, and
+ * only in the file NCCL_TUNER_PLUGIN names (never in the net plugin); v1 has
+ * no table either, so it could do no more than this, and is not exported. */
 static ncclResult_t rail_tuner_abi_get_coll_info_v2(void *ctx, ncclFunc_t collType, size_t nBytes,
                                                     int collNetSupport, int nvlsSupport,
                                                     int numPipeOps, int *algorithm, int *protocol,

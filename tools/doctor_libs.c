@@ -35,6 +35,7 @@
 #define LIBS_MAX_NCCL 16
 /* The oldest NCCL whose net ABI (v8) the plugin exports. */
 #define LIBS_NCCL_OLDEST 22000
+#define LIBS_NCCL_TUNED 22200 /* the first with tuner v3's cost table */
 
 struct libs_needed {
   char name[128];
@@ -459,6 +460,16 @@ static void libs_nccl_report(struct rail_doctor *d, const struct libs_nccl *n, i
   rail_doctor_say(d, RAIL_DOCTOR_OK, "nccl", NULL, "NCCL %s at %s (%s%s), prefers net v%d%s", ver,
                   n->path, n->found_by,
                   first ? "; the one a plain dlopen(\"libnccl.so.2\") takes" : "", want, uses);
+  /* The network part works on 2.20 and 2.21, but the tuner cannot: 2.20
+   * looks only for tuner v1, 2.21's v2 passes no cost table
+   * (plugin/tuner_abi.c). A user who expects NCCL_ALGO to be unneeded
+   * should hear it here, not from a slow job. */
+  if (n->code < LIBS_NCCL_TUNED)
+    rail_doctor_say(d, RAIL_DOCTOR_WARN, "nccl", "use NCCL 2.22 or later for the tuner",
+                    "NCCL %s at %s gives a tuner no cost table (%s): nccl-rail's tuner leaves "
+                    "every algorithm and protocol choice to NCCL there",
+                    ver, n->path,
+                    n->code < 22100 ? "it looks only for tuner v1" : "tuner v2 has none");
 }
 
 void rail_doctor_check_nccl(struct rail_doctor *d) {

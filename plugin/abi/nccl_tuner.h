@@ -1,5 +1,5 @@
-/* Our declarations of NCCL's tuner plugin ABI, versions 2 to 6 (NCCL 2.19 to
- * 2.31), written from what NCCL's ext-tuner documentation and its
+/* Our declarations of NCCL's tuner plugin ABI, versions 2 to 6 (NCCL 2.21 to
+ * 2.31; 2.19 and 2.20 know only v1), written from what NCCL's ext-tuner documentation and its
  * src/include/plugin/tuner/tuner_v2.h .. tuner_v6.h state (no NCCL header is
  * included or copied). The cost table NCCL passes as float** is really one
  * contiguous float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]. */

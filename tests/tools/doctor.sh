@@ -124,6 +124,18 @@ NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail LD_LIBRARY_PATH=$nccl_dir FAK
 rc=$?
 check "an NCCL older than 2.20 fails doctor, naming it" \
   sh -c "test $rc -eq 1 && grep -q '^FAIL nccl .*NCCL 2.19.3 at $nccl_dir' '$tmp/out'"
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail LD_LIBRARY_PATH=$nccl_dir FAKE_NCCL_VERSION_CODE=22105 \
+  cli doctor >"$tmp/out" 2>&1
+check "NCCL 2.21 loads the plugin but gives the tuner no table: a warning says so" \
+  sh -c "grep -q '^ok   nccl .*NCCL 2.21.5 at $nccl_dir' '$tmp/out' &&
+         grep -q '^WARN nccl .*NCCL 2.21.5 at $nccl_dir/libnccl.so.2 gives a tuner no cost table (tuner v2 has none)' '$tmp/out'"
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail LD_LIBRARY_PATH=$nccl_dir FAKE_NCCL_VERSION_CODE=22003 \
+  cli doctor >"$tmp/out" 2>&1
+check "... and NCCL 2.20 looks only for tuner v1" \
+  grep -q '^WARN nccl .*NCCL 2.20.3 .*(it looks only for tuner v1)' "$tmp/out"
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail LD_LIBRARY_PATH=$nccl_dir FAKE_NCCL_VERSION_CODE=22203 \
+  cli doctor >"$tmp/out" 2>&1
+check "... while NCCL 2.22 gets no such warning" sh -c "! grep -q '^WARN nccl .*cost table' '$tmp/out'"
 wheel=$tmp/venv/lib/python3.11/site-packages/nvidia/nccl/lib
 mkdir -p "$wheel" && cp "$fake_nccl" "$wheel/libnccl.so.2"
 NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail VIRTUAL_ENV=$tmp/venv cli doctor >"$tmp/out" 2>&1

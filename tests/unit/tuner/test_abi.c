@@ -173,7 +173,7 @@ void abi_nccl_rail_tuner_0_leaves_table_untouched(void) {
   tt_unset_tuner_env();
 }
 
-/* v2 (NCCL 2.19) passes no cost table: nothing all ranks share sizes the
+/* v2 (NCCL 2.21) passes no cost table: nothing all ranks share sizes the
  * network, so NCCL's own choice stands. */
 void abi_v2_leaves_nccl_choice(void) {
   void *ctx = NULL;
