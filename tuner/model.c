@@ -175,9 +175,13 @@ int rail_tuner_supported(const struct rail_tuner_shape *s, enum rail_coll coll, 
   case RAIL_ALGO_TREE:
     return coll == RAIL_COLL_ALLREDUCE;
   case RAIL_ALGO_NVLS:
-    return nvls_ok && !multi_node(s) &&
-           (coll == RAIL_COLL_ALLREDUCE || coll == RAIL_COLL_ALLGATHER ||
-            coll == RAIL_COLL_REDUCESCATTER);
+    /* Across nodes NVLS hands each GPU's slice to CollNet: NCCL enables it
+     * only where CollNet is up, and AllGather/ReduceScatter need a NIC per
+     * GPU there as CollNetDirect's do. */
+    if (!nvls_ok) return 0;
+    if (coll == RAIL_COLL_ALLREDUCE) return !multi_node(s) || (s->sharp && s->gpus_per_node <= 8);
+    return (coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER) &&
+           (!multi_node(s) || collnet_ok(s, coll, RAIL_ALGO_COLLNET_DIRECT));
   case RAIL_ALGO_NVLS_TREE:
     return nvls_ok && multi_node(s) && coll == RAIL_COLL_ALLREDUCE;
   case RAIL_ALGO_PAT:
@@ -356,6 +360,19 @@ static double nvls_intra(const struct rail_tuner_shape *s, enum rail_coll coll) 
   return coll == RAIL_COLL_ALLREDUCE ? b * g / (g + 1) : b * (g - 1) / g;
 }
 
+/* NVLS across nodes (NVLink SHARP inside, CollNet across): the switch
+ * reduces each GPU's slice in the node, its NIC takes the slice through the
+ * network's reduction, and the switch multicasts the result, so the network
+ * carries S per node each way for AllReduce (as CollNet does) and
+ * (N-1)/N S for AllGather/ReduceScatter (as the ring does). */
+static double nvls_algbw(const struct rail_tuner_shape *s, enum rail_coll coll) {
+  double intra = nvls_intra(s, coll);
+  int n = s->nodes;
+
+  if (!multi_node(s)) return intra;
+  return fmin(intra, coll == RAIL_COLL_ALLREDUCE ? net_bw(s) : net_bw(s) * n / (n - 1));
+}
+
 /* NVLS inside each node, a tree across nodes: the network carries S per
  * node on two nodes, 2S beyond. */
 static double nvls_tree_algbw(const struct rail_tuner_shape *s) {
@@ -392,7 +409,7 @@ static double model_algbw(const struct rail_tuner_shape *s, enum rail_coll coll,
   case RAIL_ALGO_TREE:
     return tree_algbw(s, p, nbytes, v);
   case RAIL_ALGO_NVLS:
-    return nvls_intra(s, coll);
+    return nvls_algbw(s, coll);
   case RAIL_ALGO_NVLS_TREE:
     return nvls_tree_algbw(s);
   case RAIL_ALGO_PAT:

@@ -114,7 +114,8 @@ int rail_tuner_shape_check(const struct rail_tuner_shape *shape);
 
 /* 1 if the model has this (algorithm, protocol) for the collective on this
  * shape, following NCCL's own enable rules (tuning.cc and enqueue.cc,
- * v2.30.7): Tree only for AllReduce; NVLS on one node with NVSwitch;
+ * v2.30.7): Tree only for AllReduce; NVLS on one node with NVSwitch, and
+ * across nodes where SHARP is (NCCL runs it over CollNet);
  * NVLSTree across nodes with NVSwitch; PAT for AllGather/ReduceScatter at
  * one GPU per node; LL128 only over NVLink and not across sockets; CollNet
  * across nodes with SHARP and at most 8 GPUs a node (CollNetDirect also

@@ -231,7 +231,9 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
   s.socket = fabric == RAIL_TUNER_FABRIC_TCP;
   s.net_latency_us = rail_tuner_fabric_latency_us(fabric, s.socket);
   s.nvls = any_enabled(t, RAIL_ALGO_NVLS) || any_enabled(t, RAIL_ALGO_NVLS_TREE);
-  s.sharp = any_enabled(t, RAIL_ALGO_COLLNET_DIRECT) || any_enabled(t, RAIL_ALGO_COLLNET_CHAIN);
+  /* NCCL enables NVLS across nodes only where CollNet is up. */
+  s.sharp = any_enabled(t, RAIL_ALGO_COLLNET_DIRECT) || any_enabled(t, RAIL_ALGO_COLLNET_CHAIN) ||
+            (nnodes > 1 && any_enabled(t, RAIL_ALGO_NVLS));
   /* Where NCCL enabled CollNetDirect its search found the node's
    * all-to-all pattern (NVSwitch on an HGX), NVLS or not: an A100 HGX with
    * SHARP has it and no NVLS. */

@@ -358,12 +358,16 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
 
 /* With SHARP each node sends and receives the message once: CollNet wins
  * large AllReduce from a few nodes on, where NCCL would enable it, and is
- * never chosen without it. */
+ * never chosen without it. The node here is an A100 HGX (NVSwitch, no
+ * NVLink SHARP), where NVLS is no rival. */
 void collnet_wins_where_sharp_halves_the_traffic(void) {
-  struct rail_tuner_shape s = tt_shape(16, 8, 8, 400), no = s, one = tt_shape(1, 8, 0, 0);
+  struct rail_tuner_shape s = tt_shape(16, 8, 8, 200), no = s, one = tt_shape(1, 8, 0, 0);
   struct rail_tuner_shape chain = tt_shape(16, 1, 1, 400);
   struct rail_tuner_choice c;
 
+  s.sm = no.sm = 80;
+  s.nvls = no.nvls = 0;
+  s.nvswitch = no.nvswitch = 1;
   s.fabric = no.fabric = chain.fabric = RAIL_TUNER_FABRIC_IB;
   s.sharp = chain.sharp = one.sharp = 1;
   CHECK(rail_tuner_supported(&s, RAIL_COLL_ALLREDUCE, RAIL_ALGO_COLLNET_DIRECT, RAIL_PROTO_SIMPLE));
@@ -382,6 +386,51 @@ void collnet_wins_where_sharp_halves_the_traffic(void) {
   for (int l = 3; l <= 32; l++) {
     CHECK_EQ_INT(rail_tuner_decide(&no, RAIL_COLL_ALLREDUCE, (size_t)1 << l, 1, NULL, 0, &c), 0);
     CHECK(c.algo != RAIL_ALGO_COLLNET_DIRECT && c.algo != RAIL_ALGO_COLLNET_CHAIN);
+  }
+}
+
+/* NVLS across nodes runs over CollNet (NVLink SHARP in the node, IB SHARP
+ * across): only where SHARP is, AllGather/ReduceScatter only with a NIC per
+ * GPU, and at large sizes it beats CollNet on a Hopper node, whose NVSwitch
+ * reduces faster than CollNetDirect's copies (480 GB/s busbw on 8 x 8 H100,
+ * NVIDIA/nccl#1219, against CollNetChain's 387 on another 8 x 8,
+ * coreweave/nccl-tests: data/validation.tsv holds both). */
+void nvls_across_nodes_needs_sharp(void) {
+  struct rail_tuner_shape s = tt_shape(8, 8, 8, 400), no = s, few = s;
+  struct rail_tuner_choice c;
+  struct rail_tuner_cost nvls, direct, chain;
+
+  s.fabric = no.fabric = few.fabric = RAIL_TUNER_FABRIC_IB;
+  s.sharp = few.sharp = 1;
+  few.rails = 4;
+  CHECK(rail_tuner_supported(&s, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE));
+  CHECK(!rail_tuner_supported(&s, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_LL128));
+  CHECK(!rail_tuner_supported(&no, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE));
+  CHECK(rail_tuner_supported(&s, RAIL_COLL_ALLGATHER, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE));
+  CHECK(!rail_tuner_supported(&few, RAIL_COLL_ALLGATHER, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE));
+  CHECK(rail_tuner_supported(&few, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE));
+  tt_cost(&s, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE, (size_t)1 << 34, &nvls);
+  tt_cost(&s, RAIL_COLL_ALLREDUCE, RAIL_ALGO_COLLNET_DIRECT, RAIL_PROTO_SIMPLE, (size_t)1 << 34,
+          &direct);
+  tt_cost(&s, RAIL_COLL_ALLREDUCE, RAIL_ALGO_COLLNET_CHAIN, RAIL_PROTO_SIMPLE, (size_t)1 << 34,
+          &chain);
+  CHECK(nvls.time_us < direct.time_us && nvls.time_us < chain.time_us);
+  /* The node's NVLS, not the network, bounds it: as on one node. */
+  {
+    struct rail_tuner_shape node = tt_shape(1, 8, 0, 0);
+    struct rail_tuner_cost alone;
+    tt_cost(&node, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE, (size_t)1 << 34, &alone);
+    CHECK(fabs(nvls.algbw_gbs / alone.algbw_gbs - 1.0) < 1e-9);
+  }
+  /* Half the network and the network bounds it. */
+  few.rails = 2;
+  tt_cost(&few, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE, (size_t)1 << 34, &nvls);
+  CHECK(nvls.algbw_gbs < 0.5 * 8 * 50.0);
+  CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << 30, 1, NULL, 0, &c), 0);
+  CHECK(c.algo == RAIL_ALGO_NVLS);
+  for (int l = 3; l <= 32; l++) {
+    CHECK_EQ_INT(rail_tuner_decide(&no, RAIL_COLL_ALLREDUCE, (size_t)1 << l, 1, NULL, 0, &c), 0);
+    CHECK(c.algo != RAIL_ALGO_NVLS);
   }
 }
 

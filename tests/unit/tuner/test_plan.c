@@ -142,7 +142,8 @@ void plan_cli_site_knowledge_flags(void) {
   CHECK_EQ_INT(rc, 0);
   CHECK(strstr(out, "\"sharp\": true") != NULL);
   CHECK(strstr(out, "{\"algo\": \"collnet_direct\", \"proto\": \"simple\"") != NULL);
-  CHECK(strstr(out, "{\"bytes\": 4294967296, \"algo\": \"collnet_") != NULL);
+  /* On Hopper NVLS runs over CollNet across nodes, and wins large sizes. */
+  CHECK(strstr(out, "{\"bytes\": 4294967296, \"algo\": \"nvls\"") != NULL);
   CHECK_EQ_INT(tt_run_plan("--nodes 16 --gpus-per-node 8 --nics 8 --nic-gbps 400 --fabric ib "
                            "--nvlink --gpu h100 --collective allreduce --json",
                            out2, sizeof(out2)),
@@ -174,6 +175,7 @@ void plan_cli_site_knowledge_flags(void) {
                            out, sizeof(out)),
                0);
   CHECK(strstr(out, "\"nvls\": false") != NULL && strstr(out, "\"nvswitch\": true") != NULL);
-  CHECK(strstr(out, "nvls_tree") == NULL);
+  CHECK(strstr(out, "nvls_tree") == NULL && strstr(out, "\"algo\": \"nvls\"") == NULL);
   CHECK(strstr(out, "{\"algo\": \"collnet_direct\", \"proto\": \"simple\"") != NULL);
+  CHECK(strstr(out, "{\"bytes\": 4294967296, \"algo\": \"collnet_") != NULL);
 }

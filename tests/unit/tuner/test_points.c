@@ -34,10 +34,19 @@ static int pair_parse(const char *s, int *algo, int *proto) {
   return *algo >= 0 && *proto >= 0 ? 0 : -1;
 }
 
+/* The fabric column: a fabric name, "-" for none, and "+sharp" after the
+ * name where in-network reduction was on (CollNet, and NVLS across nodes). */
 static struct rail_tuner_shape point_model(const struct point_shape *p) {
   struct rail_tuner_shape s = tt_shape(p->nodes, p->gpus, p->rails, p->gbps);
-  s.fabric =
-      strcmp(p->fabric, "-") == 0 ? RAIL_TUNER_FABRIC_UNKNOWN : rail_tuner_fabric_parse(p->fabric);
+  char fabric[sizeof(p->fabric)], *plus;
+
+  snprintf(fabric, sizeof(fabric), "%s", p->fabric);
+  plus = strstr(fabric, "+sharp");
+  if (plus != NULL && plus[6] == '\0') {
+    *plus = '\0';
+    s.sharp = 1;
+  }
+  s.fabric = strcmp(fabric, "-") == 0 ? RAIL_TUNER_FABRIC_UNKNOWN : rail_tuner_fabric_parse(fabric);
   s.socket = s.fabric == RAIL_TUNER_FABRIC_TCP;
   s.net_latency_us = rail_tuner_fabric_latency_us(s.fabric, s.socket);
   s.sm = p->sm;

@@ -219,6 +219,23 @@ void shape_from_table_reads_enable_pattern(void) {
   CHECK(!a.nvls && a.nvswitch && a.sharp);
   CHECK(rail_tuner_supported(&a, RAIL_COLL_ALLREDUCE, RAIL_ALGO_COLLNET_DIRECT, RAIL_PROTO_SIMPLE));
   CHECK(!rail_tuner_supported(&a, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE));
+  /* NCCL enables NVLS across nodes only over CollNet: a table where NVLS is
+   * the only reduction NCCL offers beyond the ring (NCCL_ALGO-free, but the
+   * CollNet entries lost to their own rules) still says SHARP is there. */
+  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++)
+    (&t[0][0])[i] = -1.0f;
+  t[RAIL_ALGO_RING][RAIL_PROTO_SIMPLE] = 5000;
+  t[RAIL_ALGO_NVLS][RAIL_PROTO_SIMPLE] = 900;
+  CHECK_EQ_INT(rail_tuner_shape_from_table(32, 4, RAIL_COLL_ALLREDUCE, 1 << 20, 1,
+                                           (const float(*)[3])t, RAIL_TUNER_FABRIC_IB, &a),
+               0);
+  CHECK(a.nvls && a.sharp);
+  CHECK(rail_tuner_supported(&a, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE));
+  /* On one node NVLS says nothing about the network. */
+  CHECK_EQ_INT(rail_tuner_shape_from_table(8, 1, RAIL_COLL_ALLREDUCE, 1 << 20, 1,
+                                           (const float(*)[3])t, RAIL_TUNER_FABRIC_IB, &a),
+               0);
+  CHECK(a.nvls && !a.sharp);
   /* A size too small to carry a bandwidth through the table's floats: the
    * unseen default. */
   {

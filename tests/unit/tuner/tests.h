@@ -63,6 +63,7 @@ void decide_skips_unavailable_entries(void);
 void nvlink_speed_follows_the_gpu_generation(void);
 void fabric_sets_hop_cost_and_efficiencies(void);
 void collnet_wins_where_sharp_halves_the_traffic(void);
+void nvls_across_nodes_needs_sharp(void);
 void mnnvl_leaves_every_choice_to_nccl(void);
 void golden_1x8_nvlink(void);
 void golden_2x8_dual_rail_2x200g(void);
