@@ -75,7 +75,7 @@ static int check_decide(const struct point_shape *p, const char *rest, struct ta
   t->decide++;
   if ((int)c.algo == wa && (int)c.proto == wp) {
     t->agree++;
-    if (strcmp(wt, "-") != 0) t->timed++;
+    if (strcmp(wt, "-") != 0 && strcmp(lt, "-") != 0) t->timed++;
     return 0;
   }
   fprintf(stderr, "  %s: %d x %d %s %.0f B: model %s/%s, measured %s\n", p->source, p->nodes,
