@@ -36,7 +36,7 @@ static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
     [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
     [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1, {1.0, 1.0, 0.75}},
     [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
-    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, {0.8, 0.5, 0.5}},
+    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, {0.65, 0.35, 0.4}},
     [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
 };
 
