@@ -17,9 +17,9 @@
  * formula; nvlstree: NVLSTree's network stage against the rails; level_us:
  * what each NVLSTree level costs beyond NCCL's hop (forwarding whole
  * chunks); tree_factors: NCCL's per-size Tree factors hold for every
- * protocol (1), or only for LL (0); alone: with one GPU a node, LL128's and
- * Tree's shares of NCCL's rates across nodes (Tree's on top of the tree
- * share) and PAT's share of the network rate. docs/tuning.md, "Per-fabric
+ * protocol (1), or only for LL (0); alone: with one GPU a node, a ring's
+ * LL, LL128's and Tree's shares of NCCL's rates across nodes (Tree's on top
+ * of the tree share) and PAT's share of the network rate. docs/tuning.md, "Per-fabric
  * constants", names the measurement behind each number; fabrics without
  * published forced-algorithm runs take InfiniBand's, and InfiniBand takes
  * NCCL's. */
@@ -27,17 +27,17 @@ struct fabric_params {
   double hop_us, nic, tree, nvlstree, level_us;
   int tree_factors;
   struct {
-    double ll128, tree, pat;
+    double ll, ll128, tree, pat;
   } alone;
 };
 
 static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
-    [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
-    [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
-    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1, {1.0, 1.0, 0.75}},
-    [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
-    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, {0.65, 0.35, 0.4}},
-    [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_UNKNOWN] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
+    [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, {0.4, 0.65, 0.35, 0.4}},
+    [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
 };
 
 /* NVLink per link (NCCL's per-generation values, src/graph/topo.h v2.30.7)
@@ -304,8 +304,8 @@ static int nsteps_of(int coll, int n) {
   return n - 1;
 }
 
-/* A fabric's share for one GPU a node across nodes, where LL128 and Tree
- * fall short of NCCL's rates on EFA (fitted on P5en at one GPU a node,
+/* A fabric's share for one GPU a node across nodes, where a ring's LL,
+ * LL128 and Tree fall short of NCCL's rates on EFA (fitted on P5en at one GPU a node,
  * docs/tuning.md); with more GPUs a node NCCL's rates hold. */
 static double alone(const struct rail_tuner_shape *s, double share) {
   return multi_node(s) && !multi_gpu(s) ? share : 1.0;
@@ -314,7 +314,7 @@ static double alone(const struct rail_tuner_shape *s, double share) {
 static double ring_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_proto p) {
   double bus = ring_bus(s);
   if (p == RAIL_PROTO_LL)
-    bus = fmin(bus * 0.5, ll_cap(s));
+    bus = fmin(bus * 0.5, ll_cap(s)) * alone(s, fabric_of(s)->alone.ll);
   else if (p == RAIL_PROTO_LL128)
     bus *= 0.92 * alone(s, fabric_of(s)->alone.ll128);
   /* Bus to algorithm bandwidth: each rank moves nsteps/n of the buffer.

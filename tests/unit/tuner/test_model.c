@@ -327,10 +327,11 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
   CHECK(ce.latency_us > ci.latency_us + 2 * 4 * 35.0);
   /* Sockets: no LL128 across nodes. */
   CHECK(!rail_tuner_supported(&sock, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128));
-  /* One GPU a node: EFA's LL128 (ring and tree) at 0.65 of InfiniBand's, its
-   * trees at 0.35 on top of EFA's tree share, its PAT at 0.4 of the network
-   * rate where InfiniBand keeps NCCL's 0.75; with 8 GPUs a node LL128 keeps
-   * NCCL's rate on both. */
+  /* One GPU a node: EFA's ring LL at 0.4 of InfiniBand's (both at NCCL's LL
+   * ceiling here), its LL128 (ring and tree) at 0.65, its trees at 0.35 on
+   * top of EFA's tree share, its PAT at 0.4 of the network rate where
+   * InfiniBand keeps NCCL's 0.75; with 8 GPUs a node LL and LL128 keep
+   * NCCL's rates on both. */
   {
     struct rail_tuner_shape ib1 = tt_shape(16, 1, 2, 200), efa1 = ib1;
     struct rail_tuner_cost c1, c2;
@@ -342,6 +343,9 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
       double fabric = algo == RAIL_ALGO_TREE ? 0.74 * 0.35 : 1.0; /* EFA's tree shares */
       CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 0.65 * fabric * 0.96 / 0.98) < 1e-6);
     }
+    tt_cost(&ib1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL, (size_t)1 << 32, &c1);
+    tt_cost(&efa1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL, (size_t)1 << 32, &c2);
+    CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 0.4) < 1e-6);
     tt_cost(&ib1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c1);
     tt_cost(&efa1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c2);
     CHECK(fabs(c1.algbw_gbs - 2 * 200 / 8.0 * 0.98 * 0.75) < 1e-6);
@@ -353,6 +357,9 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
     tt_cost(&ib1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL128, (size_t)1 << 32, &c1);
     tt_cost(&efa1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL128, (size_t)1 << 32, &c2);
     CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 0.96 / 0.98) < 1e-6);
+    tt_cost(&ib1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL, (size_t)1 << 32, &c1);
+    tt_cost(&efa1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL, (size_t)1 << 32, &c2);
+    CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 1.0) < 1e-6); /* both at the LL ceiling */
   }
 }
 
