@@ -176,11 +176,11 @@ int rail_tuner_supported(const struct rail_tuner_shape *s, enum rail_coll coll, 
     return coll == RAIL_COLL_ALLREDUCE;
   case RAIL_ALGO_NVLS:
     /* Across nodes NVLS hands each GPU's slice to CollNet: NCCL enables it
-     * only where CollNet is up, and AllGather/ReduceScatter need a NIC per
-     * GPU there as CollNetDirect's do. */
-    if (!nvls_ok) return 0;
-    if (coll == RAIL_COLL_ALLREDUCE) return !multi_node(s) || (s->sharp && s->gpus_per_node <= 8);
-    return (coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER) &&
+     * where CollNetDirect could run (SHARP, and for AllGather/ReduceScatter
+     * a NIC per GPU). */
+    return nvls_ok &&
+           (coll == RAIL_COLL_ALLREDUCE || coll == RAIL_COLL_ALLGATHER ||
+            coll == RAIL_COLL_REDUCESCATTER) &&
            (!multi_node(s) || collnet_ok(s, coll, RAIL_ALGO_COLLNET_DIRECT));
   case RAIL_ALGO_NVLS_TREE:
     return nvls_ok && multi_node(s) && coll == RAIL_COLL_ALLREDUCE;
