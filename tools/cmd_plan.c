@@ -485,7 +485,7 @@ static void json_shape(struct rail_json *j, const struct rail_tuner_shape *s) {
   rail_json_bool(j, "sharp", s->sharp);
   rail_json_bool(j, "mnnvl", s->mnnvl);
   /* Added after the fields readers already parse in order. */
-  rail_json_bool(j, "nvswitch", s->nvswitch || s->nvls);
+  rail_json_bool(j, "nvswitch", rail_tuner_has_nvswitch(s));
   rail_json_object_end(j);
 }
 

@@ -143,12 +143,14 @@ double rail_tuner_fabric_latency_us(int fabric, int socket) {
   return fabric >= 0 && fabric < RAIL_TUNER_FABRIC_COUNT ? fabrics[fabric].hop_us : 0.0;
 }
 
+int rail_tuner_has_nvswitch(const struct rail_tuner_shape *s) { return s->nvswitch || s->nvls; }
+
 static int collnet_ok(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo algo) {
   /* NCCL: CollNet across nodes, at most 8 GPUs a node; Chain for AllReduce;
    * Direct needs NVSwitch, and for AllGather/ReduceScatter a NIC per GPU. */
   if (!s->sharp || !multi_node(s) || s->gpus_per_node > 8) return 0;
   if (algo == RAIL_ALGO_COLLNET_CHAIN) return coll == RAIL_COLL_ALLREDUCE;
-  if (!s->nvls && !s->nvswitch && multi_gpu(s)) return 0;
+  if (!rail_tuner_has_nvswitch(s) && multi_gpu(s)) return 0;
   if (coll == RAIL_COLL_ALLREDUCE) return 1;
   return (coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER) &&
          s->rails >= s->gpus_per_node;
@@ -281,7 +283,7 @@ void rail_tuner_nccl_view(const struct rail_tuner_shape *s, double latency_inter
   v->nvls_ok = s->nvls && s->intra == RAIL_TUNER_INTRA_NVLINK && multi_gpu(s);
   v->collnet = s->sharp && multi_node(s);
   v->collnet_chain_ok = 1;
-  v->collnet_direct_ok = s->nvls || s->nvswitch || !multi_gpu(s);
+  v->collnet_direct_ok = rail_tuner_has_nvswitch(s) || !multi_gpu(s);
   v->collnet_ag_rs_ok = s->rails >= s->gpus_per_node;
   v->pat = multi_node(s) && !multi_gpu(s);
 }

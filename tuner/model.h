@@ -112,6 +112,10 @@ double rail_tuner_fabric_latency_us(int fabric, int socket);
  * rate when nodes > 1, known ids), -EINVAL otherwise. */
 int rail_tuner_shape_check(const struct rail_tuner_shape *shape);
 
+/* 1 if NVSwitch joins the node's GPUs: nvswitch, or nvls, which implies it
+ * (shapes built by hand may set nvls alone). */
+int rail_tuner_has_nvswitch(const struct rail_tuner_shape *shape);
+
 /* 1 if the model has this (algorithm, protocol) for the collective on this
  * shape, following NCCL's own enable rules (tuning.cc and enqueue.cc,
  * v2.30.7): Tree only for AllReduce; NVLS on one node with NVSwitch, and

@@ -285,7 +285,7 @@ const char *rail_tuner_shape_str(const struct rail_tuner_shape *s, char *buf, si
   snprintf(buf, len, "%d node%s x %d GPU%s (%d ranks), %s%s%s%s%s%s", s->nodes,
            s->nodes == 1 ? "" : "s", s->gpus_per_node, s->gpus_per_node == 1 ? "" : "s", s->ranks,
            s->intra == RAIL_TUNER_INTRA_NVLINK ? "NVLink" : "PCIe", gen,
-           s->nvls || s->nvswitch ? " + NVSwitch" : "", s->sharp ? " + SHARP" : "",
+           rail_tuner_has_nvswitch(s) ? " + NVSwitch" : "", s->sharp ? " + SHARP" : "",
            s->mnnvl ? " + multi-node NVLink" : "", net);
   return buf;
 }
