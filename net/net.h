@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define RAIL_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
-/* NICs fused into one device: net v12's NCCL_NET_MAX_DEVS_PER_NIC. A
+/* NICs fused into one device: net v12's NCCL_NET_MAX_DEVS_PER_NIC_V12. A
  * connection stripes over every rail of the connecting device, each rail
  * matched to one of the listen addresses the handle names: its 128 bytes
  * name up to 8 IPv4 or 4 IPv6 rails, so a listener whose device has more

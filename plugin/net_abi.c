@@ -297,9 +297,9 @@ static ncclResult_t rail_abi_make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t 
   return rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12);
 }
 
-static ncclResult_t rail_abi_make_vdevice_v9(int *d, ncclNetVDeviceProps_t *props) {
+static ncclResult_t rail_abi_make_vdevice_v9(int *d, ncclNetVDeviceProps_v9_t *props) {
   if (props == NULL) return rail_abi_result(-EINVAL);
-  return rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC);
+  return rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
 }
 
 /* A hint about concurrency per operation; sockets have nothing to tune. */

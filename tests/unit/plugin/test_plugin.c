@@ -194,7 +194,7 @@ TEST(props_older_layouts) {
  * members are read. */
 TEST(make_vdevice_bounds) {
   ncclNetVDeviceProps_v12_t v12 = {.ndevs = 9};
-  ncclNetVDeviceProps_t v11 = {.ndevs = 5};
+  ncclNetVDeviceProps_v9_t v11 = {.ndevs = 5};
   void *ctx = NULL;
   int d = -1;
 
@@ -223,7 +223,7 @@ TEST(collnet_tables_do_not_fuse) {
 /* ---- tuner v6 ---------------------------------------------------------------------------- */
 
 static void fill_table(float (*t)[NCCL_NUM_PROTOCOLS], float v) {
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS_2_23; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       t[a][p] = v;
 }
@@ -232,7 +232,7 @@ static void fill_table(float (*t)[NCCL_NUM_PROTOCOLS], float v) {
  * symmetric scheduler asks with numPipeOps 0 and nothing valid, and any
  * negative value in a valid entry selects it. Never an error. */
 TEST(tuner_v6_under_nccl_2_31_rules) {
-  float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  float table[NCCL_NUM_ALGORITHMS_2_23][NCCL_NUM_PROTOCOLS];
   ncclTunerConstants_v6_t constants;
   void *ctx = NULL, *one = NULL;
   int nch = 0;
@@ -245,16 +245,18 @@ TEST(tuner_v6_under_nccl_2_31_rules) {
     CHECK(((const double *)&constants)[i] == 0.0);
   fill_table(table, NCCL_ALGO_PROTO_IGNORE);
   CHECK_EQ_INT(ncclTunerPlugin_v6.getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 0, (float **)table,
-                                              NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
+                                              NCCL_NUM_ALGORITHMS_2_23, NCCL_NUM_PROTOCOLS, 0,
+                                              &nch),
                ncclSuccess);
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS_2_23; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       CHECK(table[a][p] == NCCL_ALGO_PROTO_IGNORE);
   fill_table(table, 10.0f);
   CHECK_EQ_INT(ncclTunerPlugin_v6.getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)table,
-                                              NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
+                                              NCCL_NUM_ALGORITHMS_2_23, NCCL_NUM_PROTOCOLS, 0,
+                                              &nch),
                ncclSuccess);
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS_2_23; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       CHECK(table[a][p] >= 0.0f);
   CHECK_EQ_INT(ncclTunerPlugin_v6.finalize(ctx), ncclSuccess);
