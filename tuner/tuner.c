@@ -42,7 +42,7 @@ void rail_tuner_env_read(struct rail_tuner_env *env) {
   env->rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
   env->transport = rail_param_str(RAIL_PARAM_TRANSPORT);
   env->topo = rail_topo_get();
-  env->nvlink_spans_nodes = 0; /* only NCCL's v5 init knows */
+  env->nvlink_spans_nodes = 0; /* the ABI shell judges it from NCCL's counts */
 }
 
 /* ---- site rules, loaded once per file per process ----------------------- */

@@ -7,7 +7,7 @@
  * hang. So a decision depends only on values every rank holds identically:
  * NCCL's arguments (the collective, its size, nRanks, nNodes, numPipeOps),
  * NCCL's cost table (its times and which entries it enabled, built from
- * graphs NCCL agreed across ranks), the NVLink domains NCCL v5 reports, and
+ * graphs NCCL agreed across ranks), the ranks per NVLink domain, and
  * the site rules file (the same content everywhere; its hash is logged).
  * The machine model of this node enters only through NCCL's table, which
  * NCCL built from the speeds every rank's net plugin reported, minimised
@@ -34,7 +34,7 @@ struct rail_tuner_env {
   const char *user_proto;       /* NCCL_PROTO, NULL if unset or empty */
   int enabled;                  /* NCCL_RAIL_TUNER */
   const char *rules_path;       /* NCCL_RAIL_TUNER_FILE, "" for none */
-  int nvlink_spans_nodes;       /* NCCL (v5) reports NVLink domains wider than a node */
+  int nvlink_spans_nodes;       /* an NVLink domain holds more ranks than a host (tuner_abi.c) */
 };
 
 /* From the environment, the tunables and rail_topo_get(). */
