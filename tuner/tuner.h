@@ -66,7 +66,9 @@ int rail_tuner_fabric(const struct rail_tuner_ctx *ctx);
  * table is left untouched when the context is inactive, the collective is
  * not one NCCL tunes, or no entry is valid (2.31's symmetric-kernel calls
  * pass all -1 with numPipeOps 0). table is NCCL's contiguous
- * float[nalgo][nproto]. A rule's channels lower *nchannels (0 on entry:
+ * float[nalgo][nproto]: 7 algorithms from NCCL 2.23, 6 (no PAT) on 2.22,
+ * decided as 7 with PAT disabled; more algorithms or another protocol
+ * count leave it untouched. A rule's channels lower *nchannels (0 on entry:
  * NCCL's own count) and never raise it. Always 0: a tuner error would fail
  * the collective. */
 int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,
