@@ -230,10 +230,24 @@ void replay_tuner(struct replay *r) {
 #define C10(r) ((const ncclCollNet_v10_t *)(r)->collnet)
 #define C11(r) ((const ncclCollNet_v11_t *)(r)->collnet)
 
+/* reduceSupport for every type the release has (ncclNumTypes: 10 before
+ * 2.24, 12 with fp8) and Sum..Min, as NCCL asks when CollNet is up. */
+static void collnet_types(struct replay *r) {
+  for (int t = 0; t < r->rel->num_types; t++)
+    for (int op = ncclSum; op <= ncclMin; op++) {
+      int supported = -1;
+      ncclResult_t rc = C8(r)->reduceSupport((ncclDataType_t)t, (ncclRedOp_t)op, &supported);
+      REPLAY_CHECK(r, rc == ncclSuccess && (supported == 0 || supported == 1),
+                   "CollNet reduceSupport(type %d, op %d): %d, supported %d", t, op, rc, supported);
+    }
+}
+
 /* NCCL initialises the CollNet table of the library it loaded in every
- * job; without a SHARP plugin to delegate to it must offer 0 devices, and
- * NCCL then leaves CollNet off. */
+ * job: without a SHARP plugin to delegate to it must offer 0 devices, and
+ * NCCL then leaves CollNet off; with one (NCCL_RAIL_COLLNET_PLUGIN), NCCL
+ * asks which types and operations it reduces. */
 void replay_collnet(struct replay *r) {
+  const char *delegate = getenv("NCCL_RAIL_COLLNET_PLUGIN");
   void *ctx = NULL;
   int ndev = -1;
   ncclResult_t rc;
@@ -246,8 +260,14 @@ void replay_collnet(struct replay *r) {
   else
     rc = C8(r)->init(replay_logger);
   if (rc == ncclSuccess) rc = C8(r)->devices(&ndev);
-  REPLAY_CHECK(r, rc == ncclSuccess && ndev == 0, "CollNet without a delegate: %d, %d devices", rc,
-               ndev);
+  if (delegate == NULL || delegate[0] == '\0') {
+    REPLAY_CHECK(r, rc == ncclSuccess && ndev == 0, "CollNet without a delegate: %d, %d devices",
+                 rc, ndev);
+  } else {
+    REPLAY_CHECK(r, rc == ncclSuccess && ndev > 0, "CollNet through %s: %d, %d devices", delegate,
+                 rc, ndev);
+    if (ndev > 0) collnet_types(r);
+  }
   if (r->collnet_version >= 11 && ctx != NULL)
     REPLAY_CHECK(r, C11(r)->finalize(ctx) == ncclSuccess, "CollNet finalize");
 }
