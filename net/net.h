@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define RAIL_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
-/* NICs fused into one device: net v12's NCCL_NET_MAX_DEVS_PER_NIC. A
+/* NICs fused into one device: net v12's NCCL_NET_MAX_DEVS_PER_NIC_V12. A
  * connection stripes over every rail of the connecting device, each rail
  * matched to one of the listen addresses the handle names: its 128 bytes
  * name up to 8 IPv4 or 4 IPv6 rails, so a listener whose device has more
@@ -36,10 +36,10 @@ struct rail_net_props {
   float latency_us;
   int max_comms;
   int max_recvs; /* what the device's transport supports, 1..RAIL_NET_MAX_RECVS */
-  int ndevs;     /* members: indexes in the physical interface table. With
-              * NCCL_RAIL_FUSE=0 those are NCCL's device indexes too; with
-              * FUSE=1 only fused devices are exposed and the indexes name
-              * interfaces NCCL does not see. */
+  int ndevs;     /* members, as NCCL's vProps: NCCL's device indexes for a
+              * device NCCL made (makeVDevice), the device itself with
+              * NCCL_RAIL_FUSE=0; with FUSE=1 a rail group's interfaces
+              * (indexes NCCL never looks up). */
   int devs[RAIL_NET_MAX_MEMBERS];
   size_t max_p2p_bytes;
   size_t max_coll_bytes;
@@ -57,9 +57,10 @@ int rail_net_init(void);
 void rail_net_fini(void);
 int rail_net_devices(int *ndev);
 int rail_net_get_props(int dev, struct rail_net_props *props);
-/* NCCL-driven fusion (NCCL_RAIL_FUSE=0): a new device index >= the current
- * count; members are device indexes below the physical count. -EPERM with
- * NCCL_RAIL_FUSE=1, whose devices already are fused. */
+/* NCCL's makeVDevice: members are device indexes. NCCL_RAIL_FUSE=0: a new
+ * device index >= the current count, for one member too. NCCL_RAIL_FUSE=1
+ * (the devices already are the rail groups): one member is itself, more are
+ * -EOPNOTSUPP. -EINVAL for a bad or repeated member. Logged either way. */
 int rail_net_make_vdevice(const int *members, int nmembers, int *dev);
 
 /* handle: RAIL_NET_HANDLE_BYTES, filled by listen, read by connect. */

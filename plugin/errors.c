@@ -7,6 +7,7 @@ ncclResult_t rail_abi_result(int rc) {
   case 0:
     return ncclSuccess;
   case -EINVAL:
+  case -EOPNOTSUPP: /* declined (makeVDevice of rail groups): never InvalidUsage */
     return ncclInvalidArgument;
   case -EMSGSIZE:
   case -EPROTONOSUPPORT: /* a peer on another nccl-rail release */

@@ -7,7 +7,9 @@
 
 #include "plugin/abi/nccl_common.h"
 
-/* 0 -> success; -EINVAL -> InvalidArgument; -EMSGSIZE, -EPERM, -ENODEV ->
+/* 0 -> success; -EINVAL, -EOPNOTSUPP -> InvalidArgument (a request declined,
+ * such as makeVDevice of devices already fused, must not be InvalidUsage:
+ * NCCL 2.24 and 2.25 fail the communicator on that); -EMSGSIZE, -EPERM, -ENODEV ->
  * InvalidUsage (truncation, configuration); -ECONNRESET, -EPIPE, -EPROTO,
  * -ENOTCONN -> RemoteError; -EFAULT, -ENOSYS -> InternalError;
  * -ENOTRECOVERABLE -> UnhandledCudaError (only ever a delegate's CUDA

@@ -278,28 +278,47 @@ static ncclResult_t rail_abi_irecv_consumed(void *recv_comm, int n, void *reques
 }
 
 /* NCCL fuses up to 8 devices when its net plugin is v12 and 4 before; a
- * count outside what the layout holds is refused before devs is read. */
-static ncclResult_t rail_abi_make_vdevice(int *d, int ndevs, const int *devs, int max) {
+ * count outside what the layout holds is refused before devs is read. What
+ * the net layer answers, and why, is in rail_net_make_vdevice. */
+static int rail_abi_make_vdevice(int *d, int ndevs, const int *devs, int max) {
   int dev = -1;
   int rc;
 
   if (ndevs < 1 || ndevs > max) {
     RAIL_WARN("makeVDevice: %d members; this NCCL net ABI takes 1 to %d", ndevs, max);
-    return rail_abi_result(-EINVAL);
+    return -EINVAL;
   }
   rc = rail_net_make_vdevice(devs, ndevs, &dev);
   if (rc == 0) *d = dev;
-  return rail_abi_result(rc);
+  return rc;
 }
 
 static ncclResult_t rail_abi_make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t *props) {
   if (props == NULL) return rail_abi_result(-EINVAL);
-  return rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12);
+  return rail_abi_result(
+      rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12));
 }
 
-static ncclResult_t rail_abi_make_vdevice_v9(int *d, ncclNetVDeviceProps_t *props) {
+/* v10 and v11: NCCL 2.26 to 2.29, which take any error as "not fused" and
+ * search again without the group. */
+static ncclResult_t rail_abi_make_vdevice_v10(int *d, ncclNetVDeviceProps_v9_t *props) {
   if (props == NULL) return rail_abi_result(-EINVAL);
-  return rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC);
+  return rail_abi_result(
+      rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V9));
+}
+
+/* v9: NCCL 2.24 and 2.25, which ignore every error but ncclInvalidUsage
+ * and then keep only the devices made when any was. A group that cannot be
+ * made while others are would lose its NICs, so there a failure is
+ * ncclInvalidUsage (NCCL fails the communicator and says to set
+ * NCCL_NET_MERGE_LEVEL=LOC); a decline (nothing is ever made with
+ * NCCL_RAIL_FUSE=1) stays ncclInvalidArgument, which NCCL passes over. */
+static ncclResult_t rail_abi_make_vdevice_v9(int *d, ncclNetVDeviceProps_v9_t *props) {
+  int rc;
+
+  if (props == NULL) return rail_abi_result(-EINVAL);
+  rc = rail_abi_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
+  return rc == 0 || rc == -EOPNOTSUPP ? rail_abi_result(rc) : ncclInvalidUsage;
 }
 
 /* A hint about concurrency per operation; sockets have nothing to tune. */
@@ -331,7 +350,7 @@ RAIL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
 RAIL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     RAIL_NET_ABI_V11_SLOTS,
     .getProperties = rail_abi_get_props_v11,
-    .makeVDevice = rail_abi_make_vdevice_v9,
+    .makeVDevice = rail_abi_make_vdevice_v10,
 };
 
 RAIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
@@ -354,7 +373,7 @@ RAIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     .closeListen = rail_abi_close_listen,
     .getDeviceMr = NULL,
     .irecvConsumed = rail_abi_irecv_consumed,
-    .makeVDevice = rail_abi_make_vdevice_v9,
+    .makeVDevice = rail_abi_make_vdevice_v10,
 };
 
 RAIL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {

@@ -51,7 +51,7 @@ void rail_abi_props_v12(const struct rail_net_props *p, ncclNetProperties_v12_t 
 void rail_abi_props_v11(const struct rail_net_props *p, ncclNetProperties_v11_t *out) {
   RAIL_ABI_PROPS_COMMON(out, p);
   out->forceFlush = 0;
-  rail_abi_members(p, &out->vProps.ndevs, out->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC);
+  rail_abi_members(p, &out->vProps.ndevs, out->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
   out->maxP2pBytes = p->max_p2p_bytes;
   out->maxCollBytes = p->max_coll_bytes;
   out->maxMultiRequestSize = 1;
@@ -60,7 +60,7 @@ void rail_abi_props_v11(const struct rail_net_props *p, ncclNetProperties_v11_t 
 void rail_abi_props_v10(const struct rail_net_props *p, ncclNetProperties_v10_t *out) {
   RAIL_ABI_PROPS_COMMON(out, p);
   out->forceFlush = 0;
-  rail_abi_members(p, &out->vProps.ndevs, out->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC);
+  rail_abi_members(p, &out->vProps.ndevs, out->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
   out->maxP2pBytes = p->max_p2p_bytes;
   out->maxCollBytes = p->max_coll_bytes;
 }

@@ -24,7 +24,7 @@ _Static_assert(RAIL_ALGO_TREE == NCCL_ALGO_TREE && RAIL_ALGO_RING == NCCL_ALGO_R
                    RAIL_ALGO_COLLNET_DIRECT == NCCL_ALGO_COLLNET_DIRECT &&
                    RAIL_ALGO_COLLNET_CHAIN == NCCL_ALGO_COLLNET_CHAIN &&
                    RAIL_ALGO_NVLS == NCCL_ALGO_NVLS && RAIL_ALGO_NVLS_TREE == NCCL_ALGO_NVLS_TREE &&
-                   RAIL_ALGO_PAT == NCCL_ALGO_PAT && RAIL_ALGO_COUNT == NCCL_NUM_ALGORITHMS,
+                   RAIL_ALGO_PAT == NCCL_ALGO_PAT && RAIL_ALGO_COUNT == NCCL_NUM_ALGORITHMS_2_23,
                "algorithm ids are NCCL's");
 _Static_assert(RAIL_PROTO_LL == NCCL_PROTO_LL && RAIL_PROTO_LL128 == NCCL_PROTO_LL128 &&
                    RAIL_PROTO_SIMPLE == NCCL_PROTO_SIMPLE && RAIL_PROTO_COUNT == NCCL_NUM_PROTOCOLS,
@@ -56,6 +56,25 @@ static ncclResult_t rail_tuner_abi_create(size_t nRanks, size_t nNodes, int nvl_
   return rail_abi_result(0);
 }
 
+/* Multi-node NVLink (NVL72-class racks). NCCL counts a whole NVLink domain
+ * as one node (its rings span the clique, so comm->nNodes counts domains:
+ * src/init.cc at 2.28 to 2.31), and its v5 nvlDomainInfo says the same
+ * twice (initNvlDomainInfo sets nNvlDomains = nNodes): nothing states
+ * "this domain spans hosts". What every rank holds alike, as a decision
+ * must, is how many ranks one domain has: more than the 16 GPUs one host
+ * joins by NVLink (HGX-2) is a domain across hosts. v5 and v6 give the
+ * largest domain; before, the average per node is the best there is. A
+ * smaller multi-host domain looks like a host to NCCL too, and is tuned as
+ * NCCL sees it. */
+#define RAIL_TUNER_ABI_HOST_NVLINK_GPUS 16
+
+static int rail_tuner_abi_spans_hosts(size_t nRanks, size_t nNodes, int max_per_domain) {
+  size_t per = nNodes > 0 ? (nRanks + nNodes - 1) / nNodes : nRanks;
+
+  if (max_per_domain > 0) per = (size_t)max_per_domain;
+  return per > RAIL_TUNER_ABI_HOST_NVLINK_GPUS;
+}
+
 static ncclResult_t rail_tuner_abi_init_v5(void **ctx, uint64_t commId, size_t nRanks,
                                            size_t nNodes, ncclDebugLogger_t logFunction,
                                            ncclNvlDomainInfo_v5_t *nvlDomainInfo,
@@ -64,16 +83,16 @@ static ncclResult_t rail_tuner_abi_init_v5(void **ctx, uint64_t commId, size_t n
    * model, so they are left exactly as NCCL filled them, and never read:
    * NCCL 2.31 calls init before it fills them (all zero). v6 passes the
    * same structs under new names. */
-  int spans = nvlDomainInfo != NULL && nvlDomainInfo->nNvlDomains > 0 &&
-              (size_t)nvlDomainInfo->nNvlDomains < nNodes;
+  int max_per_domain = nvlDomainInfo != NULL ? nvlDomainInfo->maxRanksPerNvlDomain : 0;
   rail_abi_take_logger(logFunction);
-  return rail_tuner_abi_create(nRanks, nNodes, spans, ctx);
+  return rail_tuner_abi_create(nRanks, nNodes,
+                               rail_tuner_abi_spans_hosts(nRanks, nNodes, max_per_domain), ctx);
 }
 
 static ncclResult_t rail_tuner_abi_init_v4(size_t nRanks, size_t nNodes,
                                            ncclDebugLogger_t logFunction, void **ctx) {
   rail_abi_take_logger(logFunction);
-  return rail_tuner_abi_create(nRanks, nNodes, 0, ctx);
+  return rail_tuner_abi_create(nRanks, nNodes, rail_tuner_abi_spans_hosts(nRanks, nNodes, 0), ctx);
 }
 
 static ncclResult_t rail_tuner_abi_get_coll_info_v4(void *ctx, ncclFunc_t collType, size_t nBytes,

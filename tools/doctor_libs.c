@@ -49,6 +49,7 @@ struct libs_nccl {
 };
 
 struct rail_doctor_libs {
+  char value[PATH_MAX];       /* what NCCL_NET_PLUGIN names (or --plugin, or "rail") */
   char plugin_path[PATH_MAX]; /* "" when it did not open */
   char tried[640];
   int net_abi[16], nnet, tuner_abi[16], ntuner;
@@ -65,9 +66,11 @@ static struct rail_doctor_libs *libs_get(struct rail_doctor *d) {
 
 /* ---- the plugin ---------------------------------------------------------- */
 
-/* NCCL's rules (plugin_open.cc): the value as given, then, for a bare name,
- * libnccl-net-<value>.so; dlopen(RTLD_NOW|RTLD_LOCAL) searching the
- * loader's path. On failure `err` holds the last dlerror(). */
+/* NCCL's rules from 2.27 (src/plugin/plugin_open.cc): the value as given,
+ * then, for a bare name, libnccl-net-<value>.so; dlopen(RTLD_NOW|RTLD_LOCAL)
+ * searching the loader's path. 2.21 to 2.26 try the prefixed name after any
+ * value, which finds nothing more; 2.20 tries only the prefixed name
+ * (libs_nccl_names_check). On failure `err` holds the last dlerror(). */
 static void *libs_open_plugin(const char *value, char *tried, size_t tlen, char *err, size_t elen) {
   char name[300];
   void *dl = dlopen(value, RTLD_NOW | RTLD_LOCAL);
@@ -210,6 +213,26 @@ static void libs_report_needed(struct rail_doctor *d, const struct rail_doctor_l
   if (off > 0) rail_doctor_say(d, RAIL_DOCTOR_OK, "libs", NULL, "%s", list);
 }
 
+/* NCCL 2.27 and later take NCCL_NET_PLUGIN as a comma-separated list and
+ * use the first plugin that loads (src/plugin/net.cc); each name by
+ * libs_open_plugin's rules. All the names tried go into L->tried. */
+static void *libs_open_list(struct rail_doctor_libs *L, const char *value, char *err, size_t elen) {
+  char list[PATH_MAX], tried[sizeof(L->tried)], *save = NULL;
+  size_t off = 0;
+  void *dl = NULL;
+
+  snprintf(list, sizeof(list), "%s", value);
+  L->tried[0] = '\0';
+  for (char *tok = strtok_r(list, ",", &save); tok != NULL && dl == NULL;
+       tok = strtok_r(NULL, ",", &save)) {
+    dl = libs_open_plugin(tok, tried, sizeof(tried), err, elen);
+    if (off < sizeof(L->tried))
+      off += (size_t)snprintf(L->tried + off, sizeof(L->tried) - off, "%s%s", off ? ", then " : "",
+                              tried);
+  }
+  return dl;
+}
+
 /* What NCCL_NET_PLUGIN names (or --plugin; "rail" when both are unset),
  * found as NCCL finds it; then its NEEDED libraries. */
 void rail_doctor_check_plugin(struct rail_doctor *d) {
@@ -222,7 +245,8 @@ void rail_doctor_check_plugin(struct rail_doctor *d) {
   if (L == NULL) return;
   if (value == NULL) value = getenv("NCCL_NET_PLUGIN");
   if (value == NULL || strcasecmp(value, "none") == 0 || value[0] == '\0') value = "rail";
-  dl = libs_open_plugin(value, L->tried, sizeof(L->tried), err, sizeof(err));
+  snprintf(L->value, sizeof(L->value), "%s", value);
+  dl = libs_open_list(L, value, err, sizeof(err));
   if (dl == NULL) {
     rail_doctor_say(d, RAIL_DOCTOR_FAIL, "plugin",
                     "install the nccl-rail package (it puts the library in the loader's path), "
@@ -434,6 +458,42 @@ static int libs_nccl_net_abi(int code) {
   return 8;
 }
 
+/* What an NCCL release before 2.27 does with NCCL_NET_PLUGIN that 2.27's
+ * rules (libs_open_plugin) do not: 2.20 opens only libnccl-net-<value>.so
+ * (src/net.cc, ncclNetPluginInit), so a path or a full file name never
+ * loads; before 2.27 the value is one name, never a comma-separated list
+ * (src/plugin/net.cc at 2.27 splits it). Says how that release fares. */
+static void libs_nccl_names_check(struct rail_doctor *d, const struct libs_nccl *n,
+                                  const char *ver) {
+  const struct rail_doctor_libs *L = d->libs;
+  char name[PATH_MAX + 32];
+  void *dl;
+
+  if (L->value[0] == '\0') return; /* the plugin check did not run */
+  if (n->code < 22700 && strchr(L->value, ',') != NULL) {
+    rail_doctor_say(d, RAIL_DOCTOR_FAIL, "nccl",
+                    "set NCCL_NET_PLUGIN to one name (rail) for this NCCL; lists work from 2.27",
+                    "NCCL %s at %s takes NCCL_NET_PLUGIN=%s as one library name, not a list: it "
+                    "will not load the plugin",
+                    ver, n->path, L->value);
+    return;
+  }
+  if (n->code >= 22100) return;
+  snprintf(name, sizeof(name), "libnccl-net-%s.so", L->value);
+  dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (dl != NULL) {
+    dlclose(dl);
+    return;
+  }
+  rail_doctor_say(d, RAIL_DOCTOR_FAIL, "nccl",
+                  "set NCCL_NET_PLUGIN=rail and put the folder holding libnccl-net-rail.so on "
+                  "LD_LIBRARY_PATH (the nccl-rail package installs it where the loader looks)",
+                  "NCCL %s at %s opens only libnccl-net-<NCCL_NET_PLUGIN>.so, here %s, which the "
+                  "loader cannot find: it will not load the plugin (a path or a file name works "
+                  "from NCCL 2.21)",
+                  ver, n->path, name);
+}
+
 static void libs_nccl_report(struct rail_doctor *d, const struct libs_nccl *n, int first) {
   const struct rail_doctor_libs *L = d->libs;
   char ver[32], uses[64] = "";
@@ -460,6 +520,7 @@ static void libs_nccl_report(struct rail_doctor *d, const struct libs_nccl *n, i
   rail_doctor_say(d, RAIL_DOCTOR_OK, "nccl", NULL, "NCCL %s at %s (%s%s), prefers net v%d%s", ver,
                   n->path, n->found_by,
                   first ? "; the one a plain dlopen(\"libnccl.so.2\") takes" : "", want, uses);
+  libs_nccl_names_check(d, n, ver);
   /* The network part works on 2.20 and 2.21, but the tuner cannot: 2.20
    * looks only for tuner v1, 2.21's v2 passes no cost table
    * (plugin/tuner_abi.c). A user who expects NCCL_ALGO to be unneeded

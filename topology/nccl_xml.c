@@ -86,6 +86,19 @@ static void note_full(struct nccl_ctx *c, const struct rail_xml_node *n, const c
             n->line, what);
 }
 
+/* A verbs device's name, as NCCL's IB transport names its <net>s (the
+ * drivers' mlx5_0, mlx5_bond_0 for a RoCE LAG bond, irdma0, bnxt_re0, ...,
+ * or rdma-core's persistent rocep...), never an interface's: an RDMA device
+ * even where a trimmed file lost its guid. */
+static int verbs_name(const char *name) {
+  static const char *const prefixes[] = {"mlx4_", "mlx5_",   "rocep", "irdma",
+                                         "qedr",  "bnxt_re", "erdma", "hns_"};
+
+  for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+    if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+  return 0;
+}
+
 /* How NCCL listed a <net>. Its IB transport (verbs: InfiniBand and RoCE)
  * writes the port's real GUID; its socket transport, and plugins that
  * number their devices, write the device index (or 0). EFA and Slingshot
@@ -106,7 +119,7 @@ static void net_fabric(struct rail_topo_nic *nic, const struct rail_xml_node *ne
     nic->fabric = pci;
     /* EFA's net is its verbs device ("rdmap79s0"); cxi names no netdev. */
     if (pci == RAIL_FABRIC_EFA) snprintf(nic->rdma_dev, sizeof(nic->rdma_dev), "%s", nic->name);
-  } else if (g != 0 && g != d) {
+  } else if ((g != 0 && g != d) || verbs_name(nic->name)) {
     nic->fabric = pci == RAIL_FABRIC_IB ? RAIL_FABRIC_IB : RAIL_FABRIC_ROCE;
     snprintf(nic->rdma_dev, sizeof(nic->rdma_dev), "%s", nic->name);
   } else {
@@ -135,6 +148,23 @@ struct nic_pci {
   const char *bus_id;
 };
 
+/* A <net>'s speed in Mbps; 0 (unknown) when absent. One that is not a
+ * speed in Mbps (the libfabric plugin writes speed="200000000" for a 200G
+ * Slingshot NIC) is unknown too, and -EINVAL says so: one odd attribute
+ * must not lose the machine. */
+#define NCCL_NET_SPEED_MAX 100000000 /* 100 Tbit/s */
+
+static int net_speed(const struct rail_xml_node *net, long *out) {
+  const char *s = rail_xml_attr(net, "speed");
+  long v = 0;
+
+  *out = 0;
+  if (s == NULL) return 0;
+  if (parse_long(s, 10, &v) != 0 || v < 0 || v > NCCL_NET_SPEED_MAX) return -EINVAL;
+  *out = v;
+  return 0;
+}
+
 /* One NIC per <net> of a <nic> (a multi-port card has several), or one
  * named by its bus id when the file gives no <net>. */
 static int add_nics(struct nccl_ctx *c, const struct rail_xml_node *nicnode,
@@ -152,16 +182,22 @@ static int add_nics(struct nccl_ctx *c, const struct rail_xml_node *nicnode,
        net = net->next) {
     const char *name = rail_xml_attr(net, "name");
     long speed;
+    int odd_speed;
     if (strcmp(net->name, "net") != 0) continue;
     if (name == NULL || name[0] == '\0' || strlen(name) >= RAIL_TOPO_NAME)
       return bad(c, net, "name", name);
-    if (attr_long(c, net, "speed", 10, 0, 100000000, 0, &speed) != 0) return -EINVAL;
+    odd_speed = net_speed(net, &speed) != 0;
     nnets++;
     nic.netdev[0] = nic.rdma_dev[0] = '\0';
     snprintf(nic.name, sizeof(nic.name), "%s", name);
     nic.speed_mbps = (int)speed;
     net_fabric(&nic, net, p->class_id, p->vendor, p->device);
     if (merge_nic(c, &nic)) continue;
+    /* Once per NIC: a NIC NCCL repeats under every <cpu> merged above. */
+    if (odd_speed)
+      RAIL_WARN("%s:%d: <net> %s has speed \"%s\", not a link speed in Mbps (0 to %d): the NIC "
+                "is kept with its speed unknown",
+                c->file, net->line, name, rail_xml_attr(net, "speed"), NCCL_NET_SPEED_MAX);
     if (rail_topo_add_nic(c->topo, &nic) < 0) note_full(c, net, "NICs");
   }
   if (nnets == 0 && p->pci >= 0) {

@@ -31,10 +31,18 @@ static void set_other(struct rail_topo_nic *n, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* In the PCIe switch of some GPU (PIX or PXB to it). */
+static int nic_beside_gpu(const struct rail_topo *topo, int n) {
+  for (int g = 0; g < topo->ngpus; g++)
+    if (topo->path[g][n] <= RAIL_PATH_PXB) return 1;
+  return 0;
+}
+
 /* What counts before the GPUs choose: up; not virtual while a physical
- * NIC is up; not sockets-only while an RDMA NIC is up. */
+ * NIC is up; not sockets-only while an RDMA NIC is up, except a NIC beside
+ * a GPU while no RDMA NIC is beside one. */
 static void filter_candidates(struct rail_topo *topo, int *cand) {
-  int phys_up = 0, rdma = -1;
+  int phys_up = 0, rdma = -1, rdma_beside = 0;
 
   for (int n = 0; n < topo->nnics; n++) {
     struct rail_topo_nic *nic = &topo->nics[n];
@@ -51,10 +59,16 @@ static void filter_candidates(struct rail_topo *topo, int *cand) {
     set_other(&topo->nics[n], "virtual interface beside physical NICs");
     cand[n] = 0;
   }
-  for (int n = 0; n < topo->nnics && rdma < 0; n++)
-    if (cand[n] && nic_rdma(&topo->nics[n])) rdma = n;
+  for (int n = 0; n < topo->nnics; n++)
+    if (cand[n] && nic_rdma(&topo->nics[n])) {
+      if (rdma < 0) rdma = n;
+      rdma_beside |= nic_beside_gpu(topo, n);
+    }
   for (int n = 0; n < topo->nnics && rdma >= 0; n++) {
     if (!cand[n] || topo->nics[n].fabric != RAIL_FABRIC_TCP) continue;
+    /* A NIC in a GPU's own switch is that GPU's way out; an RDMA card
+     * beside no GPU does not make it a front-end NIC. */
+    if (!rdma_beside && nic_beside_gpu(topo, n)) continue;
     set_other(&topo->nics[n], "no RDMA, beside the RDMA NIC %s", topo->nics[rdma].name);
     cand[n] = 0;
   }

@@ -95,7 +95,10 @@ const char *rail_fabric_name(enum rail_fabric f);
  * The rule starts from the GPUs. Of the NICs that are up, virtual ones do
  * not count while a physical one is up, and NICs without RDMA do not count
  * while one with RDMA is up (NCCL's own IB transport, when it finds HCAs,
- * never uses sockets beside them). Each GPU is then served by the nearest
+ * never uses sockets beside them), unless they sit in a GPU's own PCIe
+ * switch (PIX, PXB) and no RDMA NIC does: a NIC beside a GPU is a rail. A
+ * verbs device's name (mlx5_*, ...) is RDMA without any other attribute
+ * (nccl_xml.c). Each GPU is then served by the nearest
  * of what counts (by path type), the fastest of those when they differ
  * (unknown speed is no evidence). A NIC that serves no GPU is OTHER, with
  * the reason in role_note; so is a NIC that is down. Without GPUs, every

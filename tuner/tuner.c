@@ -42,7 +42,7 @@ void rail_tuner_env_read(struct rail_tuner_env *env) {
   env->rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
   env->transport = rail_param_str(RAIL_PARAM_TRANSPORT);
   env->topo = rail_topo_get();
-  env->nvlink_spans_nodes = 0; /* only NCCL's v5 init knows */
+  env->nvlink_spans_nodes = 0; /* the ABI shell judges it from NCCL's counts */
 }
 
 /* ---- site rules, loaded once per file per process ----------------------- */
@@ -271,17 +271,14 @@ static void select_entry(float (*cost)[RAIL_PROTO_COUNT], int algo, int proto) {
   cost[algo][proto] = 0.0f;
 }
 
-int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,
-                             float *table, int nalgo, int nproto, int *nchannels) {
-  float(*cost)[RAIL_PROTO_COUNT] = (float(*)[RAIL_PROTO_COUNT])table;
+/* The decision on a full table of RAIL_ALGO_COUNT rows. */
+static void decide(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,
+                   float (*cost)[RAIL_PROTO_COUNT], int *nchannels) {
   const struct rail_tuner_rule *rule;
   char why[RAIL_TUNER_RULES_PATH + 64];
   int algo, proto;
 
-  if (!rail_tuner_active(ctx) || table == NULL || coll < 0 || coll >= RAIL_COLL_COUNT) return 0;
-  /* The table's layout is [algo][proto] of NCCL's counts; another shape
-   * would make our indexes land on the wrong entries. */
-  if (nalgo != RAIL_ALGO_COUNT || nproto != RAIL_PROTO_COUNT || !any_valid(cost)) return 0;
+  if (!any_valid(cost)) return;
   rule = usable_rule(ctx, coll, nbytes, cost);
   if (rule != NULL) {
     algo = rule->algo;
@@ -291,9 +288,31 @@ int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes
       *nchannels = rule->channels;
     snprintf(why, sizeof(why), "%s:%d", ctx->rules->path, rule->line);
   } else if (model_pick(ctx, coll, nbytes, pipe_ops, cost, &algo, &proto, why, sizeof(why)) != 0) {
-    return 0; /* none of ours is enabled: NCCL's choice stands */
+    return; /* none of ours is enabled: NCCL's choice stands */
   }
   select_entry(cost, algo, proto);
   log_choice(ctx, coll, nbytes, algo, proto, why);
+}
+
+int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,
+                             float *table, int nalgo, int nproto, int *nchannels) {
+  float full[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+
+  if (!rail_tuner_active(ctx) || table == NULL || coll < 0 || coll >= RAIL_COLL_COUNT) return 0;
+  /* The table is [nalgo][nproto] of the release's counts, with NCCL's ids,
+   * which mean the same in every release: NCCL 2.22 has the first six
+   * (no PAT), 2.23 on all seven. A table of fewer rows is decided as a
+   * full one whose missing rows NCCL disabled, and only its own rows are
+   * written back; more rows or other protocols are ids we do not know. */
+  if (nalgo < 1 || nalgo > RAIL_ALGO_COUNT || nproto != RAIL_PROTO_COUNT) return 0;
+  if (nalgo == RAIL_ALGO_COUNT) {
+    decide(ctx, coll, nbytes, pipe_ops, (float(*)[RAIL_PROTO_COUNT])table, nchannels);
+    return 0;
+  }
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      full[a][p] = a < nalgo ? table[a * RAIL_PROTO_COUNT + p] : -1.0f;
+  decide(ctx, coll, nbytes, pipe_ops, full, nchannels);
+  memcpy(table, full, sizeof(float) * (size_t)nalgo * RAIL_PROTO_COUNT);
   return 0;
 }

@@ -7,7 +7,7 @@
  * hang. So a decision depends only on values every rank holds identically:
  * NCCL's arguments (the collective, its size, nRanks, nNodes, numPipeOps),
  * NCCL's cost table (its times and which entries it enabled, built from
- * graphs NCCL agreed across ranks), the NVLink domains NCCL v5 reports, and
+ * graphs NCCL agreed across ranks), the ranks per NVLink domain, and
  * the site rules file (the same content everywhere; its hash is logged).
  * The machine model of this node enters only through NCCL's table, which
  * NCCL built from the speeds every rank's net plugin reported, minimised
@@ -34,7 +34,7 @@ struct rail_tuner_env {
   const char *user_proto;       /* NCCL_PROTO, NULL if unset or empty */
   int enabled;                  /* NCCL_RAIL_TUNER */
   const char *rules_path;       /* NCCL_RAIL_TUNER_FILE, "" for none */
-  int nvlink_spans_nodes;       /* NCCL (v5) reports NVLink domains wider than a node */
+  int nvlink_spans_nodes;       /* an NVLink domain holds more ranks than a host (tuner_abi.c) */
 };
 
 /* From the environment, the tunables and rail_topo_get(). */
@@ -66,7 +66,9 @@ int rail_tuner_fabric(const struct rail_tuner_ctx *ctx);
  * table is left untouched when the context is inactive, the collective is
  * not one NCCL tunes, or no entry is valid (2.31's symmetric-kernel calls
  * pass all -1 with numPipeOps 0). table is NCCL's contiguous
- * float[nalgo][nproto]. A rule's channels lower *nchannels (0 on entry:
+ * float[nalgo][nproto]: 7 algorithms from NCCL 2.23, 6 (no PAT) on 2.22,
+ * decided as 7 with PAT disabled; more algorithms or another protocol
+ * count leave it untouched. A rule's channels lower *nchannels (0 on entry:
  * NCCL's own count) and never raise it. Always 0: a tuner error would fail
  * the collective. */
 int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,

@@ -25,6 +25,21 @@ static int rail_net_refs;
 static struct rail_devtab rail_net_tab; /* valid while rail_net_refs > 0 */
 static struct rail_topo_fp rail_net_fp;
 
+/* What NCCL asked makeVDevice for, by NCCL device index, in order: NCCL
+ * asks once per process and keeps the devices it was given, so a table
+ * rebuilt by the next init after the last finalize (v11 and v12 finalize
+ * every communicator; NCCL_NET_PLUGIN_REF_COUNT keeps the library loaded)
+ * makes them again at the same indexes. */
+struct rail_net_vdev {
+  int n;
+  int members[RAIL_NET_MAX_MEMBERS];
+};
+static struct rail_net_vdev rail_net_asked[RAIL_DEVICES_MAX];
+static int rail_net_nasked;
+/* The NCCL members of each device NCCL made (index as in the table); n = 0
+ * for the devices of discovery. */
+static struct rail_net_vdev rail_net_vdevs[RAIL_DEVICES_MAX];
+
 static void rail_net_log_none(const struct rail_iface *all, int nall, const char *spec) {
   char names[512] = "";
   size_t off = 0;
@@ -85,6 +100,23 @@ static int rail_net_build(void) {
   return 0;
 }
 
+static int rail_net_fuse_locked(const int *members, int n, int *dev);
+
+/* A rebuilt table makes the devices NCCL fused again, at their indexes. */
+static void rail_net_remake_locked(void) {
+  memset(rail_net_vdevs, 0, sizeof(rail_net_vdevs));
+  for (int i = 0; i < rail_net_nasked; i++) {
+    const struct rail_net_vdev *a = &rail_net_asked[i];
+    int ok = !rail_net_tab.fused, d = -1;
+    for (int k = 0; k < a->n && ok; k++)
+      ok = a->members[k] < rail_net_tab.ndevs;
+    if (!ok || rail_net_fuse_locked(a->members, a->n, &d) != 0)
+      RAIL_WARN("the device NCCL fused as its number %d is gone: the interfaces changed since "
+                "NCCL's first makeVDevice",
+                i);
+  }
+}
+
 int rail_net_init(void) {
   int rc = 0;
 
@@ -93,7 +125,10 @@ int rail_net_init(void) {
     rail_net_refs++;
   } else {
     rc = rail_net_build();
-    if (rc == 0) rail_net_refs = 1;
+    if (rc == 0) {
+      rail_net_refs = 1;
+      rail_net_remake_locked();
+    }
   }
   pthread_mutex_unlock(&rail_net_mu);
   return rc;
@@ -156,8 +191,19 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   p.latency_us = 0;
   p.max_comms = 65536;
   p.max_recvs = d->transport->max_recvs > 0 ? d->transport->max_recvs : 1;
-  p.ndevs = d->nrails;
-  memcpy(p.devs, d->members, sizeof(p.devs));
+  /* vProps, as NCCL reads them (2.30's ncclTopoUpdateVNics): NCCL's device
+   * indexes for a device it made, the device itself with NCCL_RAIL_FUSE=0;
+   * the interfaces of a rail group (NCCL never looks those up). */
+  if (rail_net_vdevs[dev].n > 0) {
+    p.ndevs = rail_net_vdevs[dev].n;
+    memcpy(p.devs, rail_net_vdevs[dev].members, sizeof(int) * (size_t)p.ndevs);
+  } else if (!rail_net_tab.fused) {
+    p.ndevs = 1;
+    p.devs[0] = dev;
+  } else {
+    p.ndevs = d->nrails;
+    memcpy(p.devs, d->members, sizeof(p.devs));
+  }
   p.max_p2p_bytes = RAIL_NET_MAX_P2P_BYTES;
   p.max_coll_bytes = RAIL_NET_MAX_P2P_BYTES;
   p.numa = d->numa;
@@ -168,27 +214,97 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   return 0;
 }
 
+/* "0 (eth0), 1 (eth1)" for the log. */
+static void rail_net_members_str(const int *members, int n, char *out, size_t len) {
+  size_t off = 0;
+
+  out[0] = '\0';
+  for (int i = 0; i < n && off < len; i++)
+    off += (size_t)snprintf(out + off, len - off, "%s%d (%s)", i ? ", " : "", members[i],
+                            rail_net_tab.devs[members[i]].name);
+}
+
+/* A device fusing NCCL's members (their interfaces, in order); the caller
+ * holds rail_net_mu and has checked the members. */
+static int rail_net_fuse_locked(const int *members, int n, int *dev) {
+  int phys[RAIL_NET_MAX_MEMBERS], nphys = 0, rc;
+
+  for (int i = 0; i < n; i++) {
+    const struct rail_device *m = &rail_net_tab.devs[members[i]];
+    for (int k = 0; k < m->nrails; k++) {
+      if (nphys == RAIL_NET_MAX_MEMBERS) return -E2BIG;
+      phys[nphys++] = m->members[k];
+    }
+  }
+  rc = rail_devices_add(&rail_net_tab, phys, nphys, rail_topo_get(), rail_net_complete_device, dev);
+  if (rc != 0) return rc;
+  rail_net_vdevs[*dev].n = n;
+  memcpy(rail_net_vdevs[*dev].members, members, sizeof(int) * (size_t)n);
+  return 0;
+}
+
+/* NCCL's makeVDevice (src/graph/topo.cc): 2.24 to 2.26 ask for every
+ * device, one-device groups included (2.24 and 2.25 fail the communicator
+ * on ncclInvalidUsage; 2.26 retries a failed group's devices for ever),
+ * 2.27 on only for groups of two or more, and each release keeps whatever
+ * devices() counts after as its new devices. So:
+ *  - NCCL_RAIL_FUSE=1: the devices already are the rail groups. A
+ *    one-device group is that device (nothing new, so NCCL keeps using the
+ *    devices it has); a larger one is declined with -EOPNOTSUPP, which the
+ *    ABI shell answers with an error no release treats as fatal there.
+ *  - NCCL_RAIL_FUSE=0: every group is a new device, one-device ones too (a
+ *    copy), as NCCL's own IB plugin does: 2.24 to 2.26 then use only the
+ *    new devices, and a device left out would be lost. */
 int rail_net_make_vdevice(const int *members, int nmembers, int *dev) {
-  int rc, d = -1;
+  char list[1024];
+  int rc = 0, d = -1;
 
   pthread_mutex_lock(&rail_net_mu);
   if (rail_net_refs == 0) {
     rc = -EINVAL;
-  } else if (rail_net_tab.fused) {
-    /* The devices already are the machine's rail groups. */
-    RAIL_INFO(RAIL_SUBSYS_NET, "makeVDevice declined: NCCL_RAIL_FUSE=1 already fuses rail groups");
-    rc = -EPERM;
-  } else {
-    rc = rail_devices_add(&rail_net_tab, members, nmembers, rail_topo_get(),
-                          rail_net_complete_device, &d);
-    if (rc == 0)
-      RAIL_INFO(RAIL_SUBSYS_NET, "device %d %s: fused by NCCL, %d Mbps over %s", d,
-                rail_net_tab.devs[d].name, rail_net_tab.devs[d].speed_mbps,
-                rail_net_tab.devs[d].transport->name);
-    else
-      RAIL_WARN("makeVDevice: cannot fuse %d devices (at most %d): %s", nmembers,
-                RAIL_NET_MAX_MEMBERS, strerror(-rc));
+    goto unlock;
   }
+  for (int i = 0; i < nmembers; i++) {
+    int dup = 0;
+    for (int j = 0; j < i; j++)
+      dup |= members[j] == members[i];
+    if (members[i] < 0 || members[i] >= rail_net_tab.ndevs || dup) {
+      RAIL_WARN("makeVDevice: member %d is %s of the %d devices", members[i],
+                dup ? "named twice, or not one" : "not one", rail_net_tab.ndevs);
+      rc = -EINVAL;
+      goto unlock;
+    }
+  }
+  rail_net_members_str(members, nmembers, list, sizeof(list));
+  if (rail_net_tab.fused && nmembers == 1) {
+    d = members[0];
+    RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+              "makeVDevice of device %s alone: it is its own device (NCCL_RAIL_FUSE=1 made the "
+              "rail groups); nothing new",
+              list);
+  } else if (rail_net_tab.fused) {
+    RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+              "makeVDevice of devices %s declined: NCCL_RAIL_FUSE=1 already made the rail groups, "
+              "so NCCL keeps these apart (NCCL_RAIL_FUSE=0 leaves fusion to NCCL)",
+              list);
+    rc = -EOPNOTSUPP;
+  } else {
+    rc = rail_net_fuse_locked(members, nmembers, &d);
+    if (rc == 0) {
+      RAIL_INFO(RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+                "makeVDevice: device %d %s fused by NCCL from %s, %d Mbps over %s", d,
+                rail_net_tab.devs[d].name, list, rail_net_tab.devs[d].speed_mbps,
+                rail_net_tab.devs[d].transport->name);
+      if (rail_net_nasked < RAIL_DEVICES_MAX) {
+        rail_net_asked[rail_net_nasked].n = nmembers;
+        memcpy(rail_net_asked[rail_net_nasked++].members, members, sizeof(int) * (size_t)nmembers);
+      }
+    } else {
+      RAIL_WARN("makeVDevice: cannot fuse devices %s (%s; at most %d interfaces, %d devices)", list,
+                strerror(-rc), RAIL_NET_MAX_MEMBERS, RAIL_DEVICES_MAX);
+    }
+  }
+unlock:
   pthread_mutex_unlock(&rail_net_mu);
   if (rc == 0) *dev = d;
   return rc;

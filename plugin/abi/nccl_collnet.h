@@ -13,8 +13,13 @@
 #include "plugin/abi/nccl_common.h"
 #include "plugin/abi/nccl_net.h"
 
-/* Element types as NCCL numbers them. The fp8 types exist from NCCL 2.24;
- * NCCL asks reduceSupport about every type below its ncclNumTypes. */
+/* Element types as NCCL numbers them; the ids mean the same in every
+ * release. NCCL asks reduceSupport about every type below its ncclNumTypes,
+ * which is named here by the first release of each count: 10 on 2.20 to
+ * 2.23 (9 in a build without bfloat16, CUDA before 11), 12 from 2.24 (the
+ * two fp8 types). */
+#define NCCL_NUM_TYPES_2_20 10
+#define NCCL_NUM_TYPES_2_24 12
 typedef enum {
   ncclInt8 = 0,
   ncclUint8 = 1,
@@ -28,7 +33,6 @@ typedef enum {
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10,
   ncclFloat8e5m2 = 11,
-  ncclNumTypes = 12,
 } ncclDataType_t;
 
 /* Reduction operators. CollNet only ever sees Sum, Prod, Max and Min: NCCL
@@ -115,7 +119,7 @@ typedef struct {
   ncclResult_t (*test)(void *request, int *done, int *size);
   ncclResult_t (*closeColl)(void *collComm);
   ncclResult_t (*closeListen)(void *listenComm);
-  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_t *props);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v9_t *props);
   ncclResult_t (*finalize)(void *ctx);
 } ncclCollNet_v11_t;
 
@@ -147,7 +151,7 @@ typedef struct {
   ncclResult_t (*test)(void *request, int *done, int *size);
   ncclResult_t (*closeColl)(void *collComm);
   ncclResult_t (*closeListen)(void *listenComm);
-  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_t *props);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v9_t *props);
 } ncclCollNet_v10_t;
 typedef ncclCollNet_v10_t ncclCollNet_v9_t;
 

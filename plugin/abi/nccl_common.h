@@ -32,7 +32,14 @@ typedef enum {
 typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file,
                                   int line, const char *fmt, ...);
 
-/* Collective ids as NCCL numbers them (ncclFunc_t). */
+/* Collective ids as NCCL numbers them (ncclFunc_t). The ids below mean
+ * the same in every release; the count differs, so it is named by the
+ * first release of each: 8 on 2.20 to 2.27, 11 on 2.28 (AlltoAll, Scatter,
+ * Gather), 15 from 2.29 (AllGatherV, PutSignal, Signal, WaitSignal). The
+ * tuner decides only for the five below ncclFuncSendRecv. */
+#define NCCL_NUM_FUNCS_2_20 8
+#define NCCL_NUM_FUNCS_2_28 11
+#define NCCL_NUM_FUNCS_2_29 15
 typedef enum {
   ncclFuncBroadcast = 0,
   ncclFuncReduce = 1,
@@ -42,7 +49,6 @@ typedef enum {
   ncclFuncSendRecv = 5,
   ncclFuncSend = 6,
   ncclFuncRecv = 7,
-  ncclNumFuncs = 11,
 } ncclFunc_t;
 
 #endif

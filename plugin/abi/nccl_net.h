@@ -14,9 +14,15 @@
 #define NCCL_PTR_CUDA 0x2
 #define NCCL_PTR_DMABUF 0x4
 #define NCCL_NET_OPTIONAL_RECV_COMPLETION 0x1
-#define NCCL_NET_MAX_DEVS_PER_NIC 4     /* vProps members up to v11 */
-#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8 /* and from v12 (NCCL 2.30) */
-#define NCCL_NET_ID_UNDEF -1            /* v12 railId / planeId not known */
+/* Members of a virtual device, named by the net ABI that carries them, so
+ * no code can take another release's count: v9, v10 and v11 (NCCL 2.24 to
+ * 2.29) hold 4, v12 (NCCL 2.30, 2.31) holds 8; v8 (2.20 to 2.23) has no
+ * virtual devices. NCCL 2.30's own header calls them
+ * NCCL_NET_MAX_DEVS_PER_NIC_V11 and NCCL_NET_MAX_DEVS_PER_NIC_V12, and its
+ * unsuffixed NCCL_NET_MAX_DEVS_PER_NIC is 4 before 2.30 and 8 from it. */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V9 4
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+#define NCCL_NET_ID_UNDEF -1 /* v12 railId / planeId not known */
 #define NCCL_MAX_NET_SIZE_BYTES (1ULL << 40)
 
 typedef enum {
@@ -35,12 +41,13 @@ typedef struct {
   int needsProxyProgress;
 } ncclNetDeviceHandle_t;
 
+/* v9, v10 and v11 (NCCL 2.24 to 2.29): up to 4 members. */
 typedef struct {
   int ndevs;
-  int devs[NCCL_NET_MAX_DEVS_PER_NIC];
-} ncclNetVDeviceProps_t;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V9];
+} ncclNetVDeviceProps_v9_t;
 
-/* v12: up to 8 members. */
+/* v12 (NCCL 2.30, 2.31): up to 8 members. */
 typedef struct {
   int ndevs;
   int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
@@ -108,7 +115,7 @@ typedef struct {
   int maxRecvs;
   ncclNetDeviceType netDeviceType;
   int netDeviceVersion;
-  ncclNetVDeviceProps_t vProps;
+  ncclNetVDeviceProps_v9_t vProps;
   size_t maxP2pBytes;
   size_t maxCollBytes;
   int maxMultiRequestSize;
@@ -128,7 +135,7 @@ typedef struct {
   int maxRecvs;
   ncclNetDeviceType netDeviceType;
   int netDeviceVersion;
-  ncclNetVDeviceProps_t vProps;
+  ncclNetVDeviceProps_v9_t vProps;
   size_t maxP2pBytes;
   size_t maxCollBytes;
 } ncclNetProperties_v10_t;
@@ -209,7 +216,7 @@ typedef struct {
   ncclResult_t (*closeListen)(void *listenComm);
   ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
   ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
-  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_t *props);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v9_t *props);
   ncclResult_t (*finalize)(void *ctx);
   ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v11_t *netAttr);
 } ncclNet_v11_t;
@@ -239,7 +246,7 @@ typedef struct {
   ncclResult_t (*closeListen)(void *listenComm);
   ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
   ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
-  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_t *props);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v9_t *props);
 } ncclNet_v10_t;
 
 typedef struct {
@@ -267,7 +274,7 @@ typedef struct {
   ncclResult_t (*closeListen)(void *listenComm);
   ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
   ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
-  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_t *props);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v9_t *props);
 } ncclNet_v9_t;
 
 typedef struct {
@@ -298,7 +305,7 @@ typedef struct {
 } ncclNet_v8_t;
 
 _Static_assert(sizeof(ncclNetDeviceHandle_t) == 32, "device handle is 32 bytes");
-_Static_assert(sizeof(ncclNetVDeviceProps_t) == 20, "vProps is 20 bytes");
+_Static_assert(sizeof(ncclNetVDeviceProps_v9_t) == 20, "vProps is 20 bytes");
 _Static_assert(sizeof(ncclNetVDeviceProps_v12_t) == 36, "v12 vProps is 36 bytes");
 _Static_assert(sizeof(ncclNetProperties_v12_t) == 128, "v12 properties are 128 bytes");
 _Static_assert(offsetof(ncclNetProperties_v12_t, vProps) == 64, "v12 vProps at 64");

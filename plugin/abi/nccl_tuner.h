@@ -1,14 +1,21 @@
 /* Our declarations of NCCL's tuner plugin ABI, versions 2 to 6 (NCCL 2.21 to
  * 2.31; 2.19 and 2.20 know only v1), written from what NCCL's ext-tuner documentation and its
  * src/include/plugin/tuner/tuner_v2.h .. tuner_v6.h state (no NCCL header is
- * included or copied). The cost table NCCL passes as float** is really one
- * contiguous float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]. */
+ * included or copied). The cost table NCCL passes (v3 on, NCCL 2.22 and
+ * later) as float** is really one contiguous float[numAlgo][numProto] of
+ * that release's counts: numAlgo is NCCL_NUM_ALGORITHMS_2_20 (6) on 2.22 and
+ * NCCL_NUM_ALGORITHMS_2_23 (7) from 2.23 (src/include/nccl_common.h and
+ * src/enqueue.cc, getAlgoInfo, at each tag). */
 #ifndef RAIL_ABI_NCCL_TUNER_H
 #define RAIL_ABI_NCCL_TUNER_H
 
 #include "plugin/abi/nccl_common.h"
 
-#define NCCL_NUM_ALGORITHMS 7
+/* Algorithms a release knows, named by the first release of each count so
+ * no code can take another release's: 2.20 to 2.22 have no PAT (6), 2.23
+ * to 2.31 have it (7). The ids below mean the same in every release. */
+#define NCCL_NUM_ALGORITHMS_2_20 6
+#define NCCL_NUM_ALGORITHMS_2_23 7
 #define NCCL_ALGO_UNDEF -1
 #define NCCL_ALGO_TREE 0
 #define NCCL_ALGO_RING 1
@@ -16,9 +23,9 @@
 #define NCCL_ALGO_COLLNET_CHAIN 3
 #define NCCL_ALGO_NVLS 4
 #define NCCL_ALGO_NVLS_TREE 5
-#define NCCL_ALGO_PAT 6
+#define NCCL_ALGO_PAT 6 /* from 2.23 */
 
-#define NCCL_NUM_PROTOCOLS 3
+#define NCCL_NUM_PROTOCOLS 3 /* the same in every release */
 #define NCCL_PROTO_UNDEF -1
 #define NCCL_PROTO_LL 0
 #define NCCL_PROTO_LL128 1
@@ -40,10 +47,11 @@ typedef struct {
   int maxRanksPerNvlDomain;
 } ncclNvlDomainInfo_v5_t;
 
-/* In/out: NCCL pre-fills its defaults and builds its model from them. */
+/* In/out: NCCL pre-fills its defaults and builds its model from them. v5
+ * and v6 exist only from 2.28, so their arrays have 2.23's algorithms. */
 typedef struct {
-  double baseLatencies[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-  double hwLatencies[NCCL_NUM_HW_LINKS][NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  double baseLatencies[NCCL_NUM_ALGORITHMS_2_23][NCCL_NUM_PROTOCOLS];
+  double hwLatencies[NCCL_NUM_HW_LINKS][NCCL_NUM_ALGORITHMS_2_23][NCCL_NUM_PROTOCOLS];
   double llMaxBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
   double perChMaxRingLL128Bws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
   double perChMaxTreeLL128Bws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];

@@ -209,14 +209,14 @@ int rail_delegate_props(const struct rail_delegate *d, int dev, struct rail_dele
     if (r != ncclSuccess) return rail_abi_errno(r);
     RAIL_DELEGATE_PROPS_COMMON(&o, p);
     o.max_coll_bytes = p.maxCollBytes;
-    rail_delegate_members(&o, p.vProps.ndevs, p.vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC, dev);
+    rail_delegate_members(&o, p.vProps.ndevs, p.vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V9, dev);
   } else if (d->version >= 9) {
     ncclNetProperties_v10_t p;
     r = D10(d)->getProperties(dev, &p);
     if (r != ncclSuccess) return rail_abi_errno(r);
     RAIL_DELEGATE_PROPS_COMMON(&o, p);
     o.max_coll_bytes = p.maxCollBytes;
-    rail_delegate_members(&o, p.vProps.ndevs, p.vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC, dev);
+    rail_delegate_members(&o, p.vProps.ndevs, p.vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V9, dev);
   } else {
     ncclNetProperties_v8_t p;
     r = D8(d)->getProperties(dev, &p);
@@ -231,7 +231,7 @@ int rail_delegate_props(const struct rail_delegate *d, int dev, struct rail_dele
 
 int rail_delegate_make_vdevice(const struct rail_delegate *d, const int *devs, int ndevs,
                                int *dev) {
-  int max = d->version == 12 ? NCCL_NET_MAX_DEVS_PER_NIC_V12 : NCCL_NET_MAX_DEVS_PER_NIC;
+  int max = d->version == 12 ? NCCL_NET_MAX_DEVS_PER_NIC_V12 : NCCL_NET_MAX_DEVS_PER_NIC_V9;
   int v = -1;
   ncclResult_t r;
 
@@ -241,11 +241,11 @@ int rail_delegate_make_vdevice(const struct rail_delegate *d, const int *devs, i
     memcpy(p.devs, devs, sizeof(int) * (size_t)ndevs);
     r = D12(d)->makeVDevice(&v, &p);
   } else if (d->version == 11 && D11(d)->makeVDevice != NULL) {
-    ncclNetVDeviceProps_t p = {.ndevs = ndevs};
+    ncclNetVDeviceProps_v9_t p = {.ndevs = ndevs};
     memcpy(p.devs, devs, sizeof(int) * (size_t)ndevs);
     r = D11(d)->makeVDevice(&v, &p);
   } else if ((d->version == 9 || d->version == 10) && D10(d)->makeVDevice != NULL) {
-    ncclNetVDeviceProps_t p = {.ndevs = ndevs};
+    ncclNetVDeviceProps_v9_t p = {.ndevs = ndevs};
     memcpy(p.devs, devs, sizeof(int) * (size_t)ndevs);
     r = D10(d)->makeVDevice(&v, &p);
   } else {

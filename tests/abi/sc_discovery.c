@@ -79,7 +79,7 @@ static void props_check_device(struct harness *h, ncclNetProperties_v11_t *props
   CHECK_EQ_INT(p->netDeviceVersion, 0);
   CHECK(p->latency >= 0.0f);
   if (h->version >= 9) {
-    CHECK(p->vProps.ndevs >= 1 && p->vProps.ndevs <= NCCL_NET_MAX_DEVS_PER_NIC);
+    CHECK(p->vProps.ndevs >= 1 && p->vProps.ndevs <= NCCL_NET_MAX_DEVS_PER_NIC_V9);
     CHECK(p->maxP2pBytes > 0 && p->maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
     CHECK(p->maxCollBytes > 0 && p->maxCollBytes <= NCCL_MAX_NET_SIZE_BYTES);
   }

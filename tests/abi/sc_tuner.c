@@ -27,7 +27,7 @@
 #define TUNER_SIZES 30 /* 8 B to 4 GiB */
 #define TUNER_PATTERNS 4
 #define TUNER_CALLS (5 * TUNER_SIZES * TUNER_PATTERNS)
-#define NENTRIES (NCCL_NUM_ALGORITHMS * NCCL_NUM_PROTOCOLS)
+#define NENTRIES (NCCL_NUM_ALGORITHMS_2_23 * NCCL_NUM_PROTOCOLS)
 
 /* The table of one call, the same in both processes. Pattern 3 has every
  * entry off (what NCCL 2.31's symmetric-kernel scheduler passes). */
@@ -75,7 +75,7 @@ static void drive_tuner(struct harness *h, const ncclTuner_v5_t *tuner, uint8_t 
     int ops = call_table(h->seed, call, t);
     memcpy(before, t, sizeof(t));
     CHECK_EQ_INT(tuner->getCollInfo(ctx, (ncclFunc_t)coll, bytes, ops, (float **)t,
-                                    NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
+                                    NCCL_NUM_ALGORITHMS_2_23, NCCL_NUM_PROTOCOLS, 0, &nch),
                  ncclSuccess);
     choices[call] = written(before, t);
   }

@@ -207,7 +207,7 @@ static ncclResult_t standin_props_v11(int dev, ncclNetProperties_v11_t *p) {
   if (d == NULL) return ncclInvalidArgument;
   memset(p, 0, sizeof(*p));
   STANDIN_PROPS_COMMON(p, d, dev);
-  STANDIN_PROPS_V9(p, d, NCCL_NET_MAX_DEVS_PER_NIC);
+  STANDIN_PROPS_V9(p, d, NCCL_NET_MAX_DEVS_PER_NIC_V9);
   p->maxMultiRequestSize = 1;
   return ncclSuccess;
 }
@@ -220,7 +220,7 @@ static ncclResult_t standin_props_v10(int dev, ncclNetProperties_v10_t *p) {
   if (d == NULL) return ncclInvalidArgument;
   memset(p, 0, sizeof(*p));
   STANDIN_PROPS_COMMON(p, d, dev);
-  STANDIN_PROPS_V9(p, d, NCCL_NET_MAX_DEVS_PER_NIC);
+  STANDIN_PROPS_V9(p, d, NCCL_NET_MAX_DEVS_PER_NIC_V9);
   return ncclSuccess;
 }
 #endif
@@ -318,8 +318,8 @@ static ncclResult_t standin_init_v11(void **ctx, uint64_t comm_id, ncclDebugLogg
 #endif
 
 #if STANDIN_HAS(9) || STANDIN_HAS(10) || STANDIN_HAS(11)
-static ncclResult_t standin_make_vdevice_v9(int *d, ncclNetVDeviceProps_t *props) {
-  if (props == NULL || props->ndevs > NCCL_NET_MAX_DEVS_PER_NIC) return ncclInvalidArgument;
+static ncclResult_t standin_make_vdevice_v9(int *d, ncclNetVDeviceProps_v9_t *props) {
+  if (props == NULL || props->ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V9) return ncclInvalidArgument;
   return standin_make_vdevice(d, props->ndevs, props->devs);
 }
 #endif

@@ -54,7 +54,7 @@ static double standin_op(double x, double y, int op) {
 }
 
 int standin_reduce_supported(int type, int op) {
-  return type >= 0 && type < ncclNumTypes && op >= ncclSum && op <= ncclMin;
+  return type >= 0 && type < NCCL_NUM_TYPES_2_24 && op >= ncclSum && op <= ncclMin;
 }
 
 int standin_reduce(void *acc, const void *in, size_t count, int type, int op) {

@@ -5,7 +5,7 @@
 # selects; the transport check names RDMA ports that will not carry data;
 # the plugin check finds the library by NCCL's rules and names a missing
 # dependency; the NCCL check reads ncclGetVersion from LD_LIBRARY_PATH and
-# from a Python wheel; --json carries every finding with its fix.
+# from a Python wheel, and applies that release's NCCL_NET_PLUGIN rules; --json carries every finding with its fix.
 # $1: the nccl-rail binary; $2: tests/fixtures/sysfs; $3: the built plugin;
 # $4: a stand-in libnccl.so.2; $5: a library whose dependency is hidden;
 # $6: the tests' stand-in CollNet library.
@@ -136,6 +136,38 @@ check "... and NCCL 2.20 looks only for tuner v1" \
 NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail LD_LIBRARY_PATH=$nccl_dir FAKE_NCCL_VERSION_CODE=22203 \
   cli doctor >"$tmp/out" 2>&1
 check "... while NCCL 2.22 gets no such warning" sh -c "! grep -q '^WARN nccl .*cost table' '$tmp/out'"
+
+# NCCL_NET_PLUGIN's name rules per release (src/net.cc at 2.20.5, 2.21.5;
+# src/plugin/plugin_open.cc and net.cc at 2.26.6, 2.27.7): 2.20 opens only
+# libnccl-net-<value>.so, so a path never loads there; before 2.27 the value
+# is one name, from 2.27 a comma-separated list.
+plugin_dir=$(dirname "$plugin")
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig LD_LIBRARY_PATH=$nccl_dir FAKE_NCCL_VERSION_CODE=22005 \
+  cli doctor >"$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+check "NCCL 2.20 with NCCL_NET_PLUGIN as a path fails doctor, naming the name 2.20 looks for" \
+  sh -c "test $rc -eq 1 && grep -q '^FAIL nccl .*NCCL 2.20.5 .*opens only libnccl-net-<NCCL_NET_PLUGIN>.so, here libnccl-net-$plugin.so' '$tmp/out'"
+check "... with the fix: NCCL_NET_PLUGIN=rail on the loader's path" \
+  sh -c "grep -A1 '^FAIL nccl .*NCCL 2.20.5' '$tmp/out' | grep -q 'fix: set NCCL_NET_PLUGIN=rail'"
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig LD_LIBRARY_PATH=$nccl_dir FAKE_NCCL_VERSION_CODE=22105 \
+  cli doctor >"$tmp/out" 2>&1
+check "... while NCCL 2.21 opens the path" sh -c "! grep -q '^FAIL nccl .*opens only' '$tmp/out'"
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail LD_LIBRARY_PATH=$nccl_dir:$plugin_dir \
+  FAKE_NCCL_VERSION_CODE=22005 "$cli_bin" doctor >"$tmp/out" 2>&1
+check "NCCL 2.20 with NCCL_NET_PLUGIN=rail on the loader's path loads it" \
+  sh -c "grep -q '^ok   plugin .*NCCL_NET_PLUGIN=rail opens $plugin_dir/' '$tmp/out' &&
+         ! grep -q '^FAIL nccl' '$tmp/out'"
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=nosuch,rail LD_LIBRARY_PATH=$nccl_dir:$plugin_dir \
+  FAKE_NCCL_VERSION_CODE=22809 "$cli_bin" doctor >"$tmp/out" 2>&1
+cat "$tmp/out"
+check "NCCL 2.28 takes NCCL_NET_PLUGIN=nosuch,rail as a list and finds nccl-rail second" \
+  sh -c "grep -q '^ok   plugin .*NCCL_NET_PLUGIN=nosuch,rail opens $plugin_dir/' '$tmp/out' &&
+         ! grep -q '^FAIL nccl' '$tmp/out'"
+NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=nosuch,rail LD_LIBRARY_PATH=$nccl_dir:$plugin_dir \
+  FAKE_NCCL_VERSION_CODE=22605 "$cli_bin" doctor >"$tmp/out" 2>&1
+check "... while NCCL 2.26 takes it as one name and fails" \
+  grep -q '^FAIL nccl .*NCCL 2.26.5 .*takes NCCL_NET_PLUGIN=nosuch,rail as one library name' "$tmp/out"
 wheel=$tmp/venv/lib/python3.11/site-packages/nvidia/nccl/lib
 mkdir -p "$wheel" && cp "$fake_nccl" "$wheel/libnccl.so.2"
 NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail VIRTUAL_ENV=$tmp/venv cli doctor >"$tmp/out" 2>&1

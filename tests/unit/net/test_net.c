@@ -1283,30 +1283,48 @@ TEST(test_nstreams) {
   nt_env("NCCL_RAIL_NSTREAMS", "2");
 }
 
-/* With NCCL_RAIL_FUSE=0 the physical interfaces are the devices and NCCL may
- * fuse them; with FUSE=1 it may not. Rebuilds the process table: last. */
+/* With NCCL_RAIL_FUSE=1 a one-device group is that device and nothing is
+ * made (NCCL 2.24 to 2.26 ask for every device); larger groups are
+ * declined. With NCCL_RAIL_FUSE=0 every group is a new device, one-device
+ * ones too, whose vProps name NCCL's indexes; the devices NCCL made come
+ * back at the same indexes after the table is rebuilt. Rebuilds the
+ * process table: last. */
 TEST(test_make_vdevice) {
-  int n = 0, dev = -1, members[1] = {0}, bad[1] = {99};
+  int n = 0, n2 = 0, dev = -1, members[1] = {0}, bad[1] = {99}, twice[2] = {0, 0};
   struct rail_net_props p;
 
   nt_setup();
-  CHECK_EQ_INT(rail_net_make_vdevice(members, 1, &dev), -EPERM);
+  CHECK_EQ_INT(rail_net_devices(&n), 0);
+  if (n == 0) TEST_SKIP("no usable interface here");
+  CHECK_EQ_INT(rail_net_make_vdevice(members, 1, &dev), 0);
+  CHECK_EQ_INT(dev, 0);
+  CHECK_EQ_INT(rail_net_devices(&n2), 0);
+  CHECK_EQ_INT(n2, n);
+  CHECK_EQ_INT(rail_net_make_vdevice(twice, 2, &dev), -EINVAL);
+  if (n >= 2) CHECK_EQ_INT(rail_net_make_vdevice((int[]){0, 1}, 2, &dev), -EOPNOTSUPP);
   rail_net_fini(); /* the refcount drops to 0: the table goes */
   nt_env("NCCL_RAIL_FUSE", "0");
   CHECK_EQ_INT(rail_net_init(), 0);
   CHECK_EQ_INT(rail_net_devices(&n), 0);
-  if (n == 0) {
-    nt_env("NCCL_RAIL_FUSE", NULL);
-    TEST_SKIP("no usable interface here");
-  }
+  CHECK_EQ_INT(rail_net_get_props(0, &p), 0);
+  CHECK_EQ_INT(p.ndevs, 1);
+  CHECK_EQ_INT(p.devs[0], 0);
   CHECK_EQ_INT(rail_net_make_vdevice(members, 1, &dev), 0);
   CHECK_EQ_INT(dev, n);
-  CHECK_EQ_INT(rail_net_devices(&n), 0);
-  CHECK_EQ_INT(n, dev + 1);
+  CHECK_EQ_INT(rail_net_devices(&n2), 0);
+  CHECK_EQ_INT(n2, dev + 1);
   CHECK_EQ_INT(rail_net_get_props(dev, &p), 0);
   CHECK_EQ_INT(p.ndevs, 1);
   CHECK_EQ_INT(p.devs[0], 0);
   CHECK_EQ_INT(rail_net_make_vdevice(bad, 1, &dev), -EINVAL);
+  /* The last finalize and a new init: NCCL still uses device n. */
+  rail_net_fini();
+  CHECK_EQ_INT(rail_net_init(), 0);
+  CHECK_EQ_INT(rail_net_devices(&n2), 0);
+  CHECK_EQ_INT(n2, n + 1);
+  CHECK_EQ_INT(rail_net_get_props(n, &p), 0);
+  CHECK_EQ_INT(p.ndevs, 1);
+  CHECK_EQ_INT(p.devs[0], 0);
   nt_env("NCCL_RAIL_FUSE", NULL);
 }
 

@@ -20,7 +20,11 @@
 
 extern const ncclNet_v12_t ncclNetPlugin_v12;
 extern const ncclNet_v11_t ncclNetPlugin_v11;
+extern const ncclNet_v9_t ncclNetPlugin_v9;
 extern const ncclTuner_v6_t ncclTunerPlugin_v6;
+extern const ncclTuner_v5_t ncclTunerPlugin_v5;
+extern const ncclTuner_v4_t ncclTunerPlugin_v4;
+extern const ncclTuner_v3_t ncclTunerPlugin_v3;
 extern const ncclCollNet_v12_t ncclCollNetPlugin_v12;
 extern const ncclCollNet_v11_t ncclCollNetPlugin_v11;
 extern const ncclCollNet_v10_t ncclCollNetPlugin_v10;
@@ -57,6 +61,7 @@ TEST(errors_map_once_at_the_edge) {
   CHECK_EQ_INT(rail_abi_result(-EMSGSIZE), ncclInvalidUsage);
   CHECK_EQ_INT(rail_abi_result(-EPROTONOSUPPORT), ncclInvalidUsage);
   CHECK_EQ_INT(rail_abi_result(-EINVAL), ncclInvalidArgument);
+  CHECK_EQ_INT(rail_abi_result(-EOPNOTSUPP), ncclInvalidArgument);
   CHECK_EQ_INT(rail_abi_result(-ECONNRESET), ncclRemoteError);
   CHECK_EQ_INT(rail_abi_result(-ETIMEDOUT), ncclSystemError);
   CHECK_EQ_INT(rail_abi_result(-ENOMEM), ncclSystemError);
@@ -194,7 +199,7 @@ TEST(props_older_layouts) {
  * members are read. */
 TEST(make_vdevice_bounds) {
   ncclNetVDeviceProps_v12_t v12 = {.ndevs = 9};
-  ncclNetVDeviceProps_t v11 = {.ndevs = 5};
+  ncclNetVDeviceProps_v9_t v11 = {.ndevs = 5};
   void *ctx = NULL;
   int d = -1;
 
@@ -207,6 +212,25 @@ TEST(make_vdevice_bounds) {
   CHECK_EQ_INT(ncclNetPlugin_v11.makeVDevice(&d, &v11), ncclInvalidArgument);
   CHECK_EQ_INT(d, -1);
   CHECK_EQ_INT(ncclNetPlugin_v12.finalize(ctx), ncclSuccess);
+}
+
+/* NCCL 2.24 and 2.25 (v9) pass every device alone to makeVDevice and fail
+ * the communicator on ncclInvalidUsage: with NCCL_RAIL_FUSE=1 a device
+ * alone is itself, and a group is declined with another error. Last: v9
+ * has no finalize, so its init holds the net layer for good. */
+TEST(make_vdevice_v9_one_device_is_itself) {
+  ncclNetVDeviceProps_v9_t one = {.ndevs = 1, .devs = {0}}, two = {.ndevs = 2, .devs = {0, 0}};
+  int d = -1, n = 0, after = 0;
+
+  use_loopback();
+  CHECK_EQ_INT(ncclNetPlugin_v9.init(NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclNetPlugin_v9.devices(&n), ncclSuccess);
+  CHECK_EQ_INT(ncclNetPlugin_v9.makeVDevice(&d, &one), ncclSuccess);
+  CHECK_EQ_INT(d, 0);
+  CHECK_EQ_INT(ncclNetPlugin_v9.devices(&after), ncclSuccess);
+  CHECK_EQ_INT(after, n);
+  /* A repeated member is NCCL's error: the communicator stops there. */
+  CHECK_EQ_INT(ncclNetPlugin_v9.makeVDevice(&d, &two), ncclInvalidUsage);
 }
 
 /* NCCL fuses CollNet devices with the net's member count: 8 into v11's
@@ -223,7 +247,7 @@ TEST(collnet_tables_do_not_fuse) {
 /* ---- tuner v6 ---------------------------------------------------------------------------- */
 
 static void fill_table(float (*t)[NCCL_NUM_PROTOCOLS], float v) {
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS_2_23; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       t[a][p] = v;
 }
@@ -232,7 +256,7 @@ static void fill_table(float (*t)[NCCL_NUM_PROTOCOLS], float v) {
  * symmetric scheduler asks with numPipeOps 0 and nothing valid, and any
  * negative value in a valid entry selects it. Never an error. */
 TEST(tuner_v6_under_nccl_2_31_rules) {
-  float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  float table[NCCL_NUM_ALGORITHMS_2_23][NCCL_NUM_PROTOCOLS];
   ncclTunerConstants_v6_t constants;
   void *ctx = NULL, *one = NULL;
   int nch = 0;
@@ -245,21 +269,102 @@ TEST(tuner_v6_under_nccl_2_31_rules) {
     CHECK(((const double *)&constants)[i] == 0.0);
   fill_table(table, NCCL_ALGO_PROTO_IGNORE);
   CHECK_EQ_INT(ncclTunerPlugin_v6.getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 0, (float **)table,
-                                              NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
+                                              NCCL_NUM_ALGORITHMS_2_23, NCCL_NUM_PROTOCOLS, 0,
+                                              &nch),
                ncclSuccess);
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS_2_23; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       CHECK(table[a][p] == NCCL_ALGO_PROTO_IGNORE);
   fill_table(table, 10.0f);
   CHECK_EQ_INT(ncclTunerPlugin_v6.getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)table,
-                                              NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch),
+                                              NCCL_NUM_ALGORITHMS_2_23, NCCL_NUM_PROTOCOLS, 0,
+                                              &nch),
                ncclSuccess);
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS_2_23; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       CHECK(table[a][p] >= 0.0f);
   CHECK_EQ_INT(ncclTunerPlugin_v6.finalize(ctx), ncclSuccess);
   CHECK_EQ_INT(ncclTunerPlugin_v6.init(&one, 8, 1, 1, NULL, NULL, &constants), ncclSuccess);
   CHECK_EQ_INT(ncclTunerPlugin_v6.finalize(one), ncclSuccess);
+}
+
+/* NCCL 2.22 passes v3 a table of six algorithms (no PAT): the same choice
+ * as from seven with PAT disabled, nothing written past the six rows. */
+TEST(tuner_v3_six_algorithms_of_nccl_2_22) {
+  float six[NCCL_NUM_ALGORITHMS_2_20 + 1][NCCL_NUM_PROTOCOLS];
+  float seven[NCCL_NUM_ALGORITHMS_2_23][NCCL_NUM_PROTOCOLS];
+  void *ctx = NULL;
+  int nch = 0, changed = 0;
+
+  CHECK_EQ_INT(ncclTunerPlugin_v3.init(16, 2, NULL, &ctx), ncclSuccess);
+  for (size_t bytes = 4096; bytes <= (64u << 20); bytes *= 16) {
+    fill_table(seven, NCCL_ALGO_PROTO_IGNORE);
+    for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+      seven[NCCL_ALGO_TREE][p] = 12.0f + (float)p * 4 + (float)bytes / (3000.0f * (float)(p + 1));
+      seven[NCCL_ALGO_RING][p] = 10.0f + (float)p * 4 + (float)bytes / (4000.0f * (float)(p + 1));
+    }
+    memcpy(six, seven, sizeof(float) * NCCL_NUM_ALGORITHMS_2_20 * NCCL_NUM_PROTOCOLS);
+    for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+      six[NCCL_NUM_ALGORITHMS_2_20][p] = 777.0f;
+    CHECK_EQ_INT(ncclTunerPlugin_v3.getCollInfo(ctx, ncclFuncAllReduce, bytes, 1, (float **)six,
+                                                NCCL_NUM_ALGORITHMS_2_20, NCCL_NUM_PROTOCOLS, &nch),
+                 ncclSuccess);
+    CHECK_EQ_INT(ncclTunerPlugin_v3.getCollInfo(ctx, ncclFuncAllReduce, bytes, 1, (float **)seven,
+                                                NCCL_NUM_ALGORITHMS_2_23, NCCL_NUM_PROTOCOLS, &nch),
+                 ncclSuccess);
+    for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+      CHECK(six[NCCL_NUM_ALGORITHMS_2_20][p] == 777.0f);
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS_2_20; a++)
+      for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+        CHECK(six[a][p] == seven[a][p]);
+        changed += six[a][p] == 0.0f;
+      }
+  }
+  CHECK(changed > 0);
+  CHECK_EQ_INT(ncclTunerPlugin_v3.destroy(ctx), ncclSuccess);
+}
+
+/* One 7x3 table with Ring and Tree enabled; 1 when getCollInfo of a v4/v5
+ * table changed it (the tuner chose). */
+static int tuner_chose(ncclResult_t (*get)(void *, ncclFunc_t, size_t, int, float **, int, int, int,
+                                           int *),
+                       void *ctx) {
+  float t[NCCL_NUM_ALGORITHMS_2_23][NCCL_NUM_PROTOCOLS], in[NCCL_NUM_ALGORITHMS_2_23][3];
+  int nch = 0;
+
+  fill_table(t, NCCL_ALGO_PROTO_IGNORE);
+  for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+    t[NCCL_ALGO_TREE][p] = 40.0f + (float)p;
+    t[NCCL_ALGO_RING][p] = 30.0f + (float)p;
+  }
+  memcpy(in, t, sizeof(t));
+  CHECK_EQ_INT(get(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)t, NCCL_NUM_ALGORITHMS_2_23,
+                   NCCL_NUM_PROTOCOLS, 0, &nch),
+               ncclSuccess);
+  return memcmp(in, t, sizeof(t)) != 0;
+}
+
+/* NCCL counts a multi-node NVLink domain as one node, and nNvlDomains is
+ * always nNodes: 72 ranks in one domain (NVL72) is what says it spans
+ * hosts, under v5 from the domain info, under v4 from the counts. */
+TEST(tuner_stays_out_of_nvlink_across_hosts) {
+  ncclNvlDomainInfo_v5_t rack = {1, 72, 72}, nodes = {2, 8, 8};
+  ncclTunerConstants_v5_t constants;
+  void *ctx = NULL;
+
+  memset(&constants, 0, sizeof(constants));
+  CHECK_EQ_INT(ncclTunerPlugin_v5.init(&ctx, 1, 72, 1, NULL, &rack, &constants), ncclSuccess);
+  CHECK(!tuner_chose(ncclTunerPlugin_v5.getCollInfo, ctx));
+  CHECK_EQ_INT(ncclTunerPlugin_v5.finalize(ctx), ncclSuccess);
+  CHECK_EQ_INT(ncclTunerPlugin_v5.init(&ctx, 2, 16, 2, NULL, &nodes, &constants), ncclSuccess);
+  CHECK(tuner_chose(ncclTunerPlugin_v5.getCollInfo, ctx));
+  CHECK_EQ_INT(ncclTunerPlugin_v5.finalize(ctx), ncclSuccess);
+  CHECK_EQ_INT(ncclTunerPlugin_v4.init(144, 2, NULL, &ctx), ncclSuccess);
+  CHECK(!tuner_chose(ncclTunerPlugin_v4.getCollInfo, ctx));
+  CHECK_EQ_INT(ncclTunerPlugin_v4.destroy(ctx), ncclSuccess);
+  CHECK_EQ_INT(ncclTunerPlugin_v4.init(16, 1, NULL, &ctx), ncclSuccess);
+  CHECK(tuner_chose(ncclTunerPlugin_v4.getCollInfo, ctx));
+  CHECK_EQ_INT(ncclTunerPlugin_v4.destroy(ctx), ncclSuccess);
 }
 
 /* ---- a second life ----------------------------------------------------------------------- */
@@ -289,4 +394,6 @@ TEST(net_init_after_finalize) {
 RAIL_TEST_MAIN(version_line_once_at_the_first_init, errors_map_once_at_the_edge,
                errors_of_a_delegate_round_trip, props_v12_rail_plane_and_members,
                props_ids_outside_int16_are_unknown, props_older_layouts, make_vdevice_bounds,
-               collnet_tables_do_not_fuse, tuner_v6_under_nccl_2_31_rules, net_init_after_finalize)
+               collnet_tables_do_not_fuse, tuner_v6_under_nccl_2_31_rules,
+               tuner_v3_six_algorithms_of_nccl_2_22, tuner_stays_out_of_nvlink_across_hosts,
+               net_init_after_finalize, make_vdevice_v9_one_device_is_itself)

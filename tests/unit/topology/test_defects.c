@@ -3,6 +3,7 @@
  * tests/fixtures/topo. Each failed on the code before that issue (see the
  * comment on each for what it read instead). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,9 +312,79 @@ free_topos:
   rail_topo_free(b200);
 }
 
+/* Issue 24. Before: a <net> whose speed is no link speed in Mbps (the
+ * libfabric plugin writes speed="200000000" for Slingshot) rejected the
+ * whole file, so topo and plan had no machine. Now the NIC stays, its
+ * speed unknown, with one WARN naming it, and the machine is as before. */
+TEST(net_speed_beyond_range_keeps_the_nic) {
+  struct rail_topo *t;
+  char *text;
+
+  capture_start();
+  t = load_fixture("topo", "crafted-slingshot-speed-beyond-range.xml", NULL);
+  capture_stop();
+  if (t == NULL) return;
+  CHECK_EQ_INT(t->ngpus, 4);
+  CHECK_EQ_INT(t->nnics, 4);
+  CHECK_EQ_INT(nwarn, 4);
+  for (int n = 0; n < t->nnics; n++) {
+    char want[128];
+    CHECK_EQ_INT(t->nics[n].speed_mbps, 0);
+    CHECK_EQ_STR(rail_fabric_name(t->nics[n].fabric), "libfabric");
+    CHECK_EQ_INT(t->nics[n].role, RAIL_NIC_ROLE_COMPUTE);
+    snprintf(want, sizeof(want), "<net> %s has speed \"200000000\"", t->nics[n].name);
+    CHECK(strstr(logbuf, want) != NULL);
+  }
+  CHECK_EQ_INT(t->ngroups, 4);
+  text = print_text(t);
+  CHECK(strstr(text, "cxi0") != NULL);
+  free(text);
+  rail_topo_free(t);
+}
+
+/* Issue 24. Before: eight mlx5_bond_N NICs with no attributes, one in each
+ * GPU's PCIe switch, were read as sockets and then dropped as front-end
+ * NICs beside a 4-port RoCE card on a Gen4 x2 root port, which became the
+ * only rail. mlx5_* names a verbs device: eight RoCE rails, one per GPU;
+ * the card serves no GPU. And where the NICs beside the GPUs really say
+ * nothing of RDMA, a NIC beside a GPU is still that GPU's rail. */
+TEST(nics_beside_each_gpu_are_the_rails) {
+  struct rail_topo *bond = load_fixture("topo", "crafted-bond-nics-no-attributes.xml", NULL);
+  struct rail_topo *eth =
+      load_fixture("topo", "crafted-gpu-switch-nics-beside-rdma-card.xml", NULL);
+
+  if (bond == NULL || eth == NULL) goto free_topos;
+  for (int g = 0; g < 8; g++) {
+    char name[32];
+    int n;
+    snprintf(name, sizeof(name), "mlx5_bond_%d", g);
+    n = nic_by_name(bond, name);
+    CHECK(n >= 0);
+    if (n < 0) continue;
+    CHECK_EQ_STR(rail_fabric_name(bond->nics[n].fabric), "roce");
+    CHECK_EQ_STR(bond->nics[n].rdma_dev, name);
+    CHECK_EQ_INT(bond->nics[n].role, RAIL_NIC_ROLE_COMPUTE);
+    CHECK_EQ_INT(bond->nics[n].rail_id, g);
+    snprintf(name, sizeof(name), "ens%dnp0", g + 1);
+    n = nic_by_name(eth, name);
+    CHECK(n >= 0);
+    if (n >= 0) CHECK_EQ_INT(eth->nics[n].role, RAIL_NIC_ROLE_COMPUTE);
+  }
+  for (int p = 0; p < 4; p++) {
+    char name[32];
+    snprintf(name, sizeof(name), "rocep5s0f%d", p);
+    CHECK_EQ_INT(bond->nics[nic_by_name(bond, name)].role, RAIL_NIC_ROLE_OTHER);
+    CHECK_EQ_INT(eth->nics[nic_by_name(eth, name)].role, RAIL_NIC_ROLE_OTHER);
+  }
+free_topos:
+  rail_topo_free(bond);
+  rail_topo_free(eth);
+}
+
 RAIL_TEST_MAIN(rdma_is_read_from_nccl_xml, nvswitches_from_nvlink_targets,
                storage_and_management_nics_are_not_rails, net_devices_are_the_compute_rails,
                rail_ids_follow_gpu_locality, same_net_under_several_cpus_is_one_nic,
                numaid_minus_one_is_accepted, self_targeted_nvlink_is_not_nvlink,
                hwloc_infiniband_class_0c06, hwloc_nvlink_matrix_and_empty_cpuset_words,
-               per_gpu_generation_and_links, mnnvl_from_a_fused_dump)
+               per_gpu_generation_and_links, mnnvl_from_a_fused_dump,
+               net_speed_beyond_range_keeps_the_nic, nics_beside_each_gpu_are_the_rails)

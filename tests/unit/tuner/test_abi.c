@@ -103,17 +103,19 @@ void abi_v5_zeroed_constants_change_nothing(void) {
   ncclTunerPlugin_v5.finalize(cz);
 }
 
-/* NVLink domains wider than a node: the model does not describe that. */
+/* NVLink domains across hosts: the model does not describe that. NCCL
+ * counts such a domain as one node (nNvlDomains is always nNodes): 72
+ * ranks in one domain is what says it spans hosts. */
 void abi_v5_leaves_multi_node_nvlink_alone(void) {
   ncclNvlDomainInfo_v5_t nvl = {
-      .nNvlDomains = 1, .minRanksPerNvlDomain = 16, .maxRanksPerNvlDomain = 16};
+      .nNvlDomains = 1, .minRanksPerNvlDomain = 72, .maxRanksPerNvlDomain = 72};
   float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT], orig[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
   void *ctx = NULL;
   int nch = 0;
 
   tt_unset_tuner_env();
   tt_capture_start();
-  CHECK_EQ_INT(ncclTunerPlugin_v5.init(&ctx, 1, 16, 4, ncclish_logger, &nvl, NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclTunerPlugin_v5.init(&ctx, 1, 72, 1, ncclish_logger, &nvl, NULL), ncclSuccess);
   CHECK_EQ_INT(tt_count_logged("NVLink domains span nodes"), 1);
   tt_fill_table(t, 5);
   memcpy(orig, t, sizeof(t));
