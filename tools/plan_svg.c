@@ -445,13 +445,21 @@ static void draw_regret(struct rail_svg *s, const struct ps_ctx *c, const struct
   }
   rail_svg_group(s, "regret");
   rail_svg_text(s, "band-title", PS_LEFT - 6, y + 12, 11, RAIL_SVG_END, 1, INK, 0, "regret");
-  rail_svg_text(s, "regret-note", PS_LEFT + 2, y + 11, 10.5, RAIL_SVG_START, 0, MUTED, 0,
-                known ? "how much slower the run standing for the tuner's pick was than the "
-                        "fastest run, at each size measured twice or more"
-                      : "needs a second run of this collective to compare with: one forced to "
-                        "another pick (NCCL_ALGO, NCCL_PROTO) or NCCL alone (NCCL_RAIL_TUNER=0)");
-  rail_svg_rect(s, "regret-frame", PS_LEFT, y + 16, PS_PLOT_W, PS_REGRET_H - 22, 0, "#fafafa",
-                "#dddddd", 1, NULL);
+  if (known == 0) {
+    rail_svg_rect(s, "regret-frame", PS_LEFT, y, PS_PLOT_W, PS_REGRET_H - 22, 0, "#fafafa",
+                  "#dddddd", 1, NULL);
+    rail_svg_text(s, "regret-note", PS_LEFT + 10, y + 17, 10.5, RAIL_SVG_START, 0, MUTED, 0,
+                  "needs a second run of this collective to compare with: one forced to another "
+                  "pick (NCCL_ALGO, NCCL_PROTO),");
+    rail_svg_text(s, "regret-note", PS_LEFT + 10, y + 32, 10.5, RAIL_SVG_START, 0, MUTED, 0,
+                  "or NCCL alone (NCCL_RAIL_TUNER=0), pasted after this one in the same file");
+  } else {
+    rail_svg_text(s, "regret-note", PS_LEFT + 2, y + 11, 10.5, RAIL_SVG_START, 0, MUTED, 0,
+                  "how much slower the run standing for the tuner's pick was than the fastest "
+                  "run, at each size measured twice or more");
+    rail_svg_rect(s, "regret-frame", PS_LEFT, y + 16, PS_PLOT_W, PS_REGRET_H - 22, 0, "#fafafa",
+                  "#dddddd", 1, NULL);
+  }
   if (known > 0) {
     double base = y + PS_REGRET_H - 7, h = PS_REGRET_H - 38;
     for (int q = 0; q < n; q++) {
@@ -642,6 +650,11 @@ int rail_plan_draw_load(struct rail_plan_draw *d) {
     return rc;
   }
   d->have_meas = 1;
+  if (d->meas.skipped > 0)
+    fprintf(stderr,
+            "nccl-rail plan: %s:%d: %d table%s of tests the tuner does not choose for (alltoall, "
+            "sendrecv, ...) passed over\n",
+            d->measured, d->meas.skipped_line, d->meas.skipped, d->meas.skipped == 1 ? "" : "s");
   return 0;
 }
 

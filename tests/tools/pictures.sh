@@ -82,6 +82,14 @@ plan_case plan-p5-16nodes-measured "$measured" \
 py plan "$tmp/plan-p5-16nodes-measured.svg" "$tmp/plan-p5-16nodes-measured.json" "$measured"
 py golden "$tmp/plan-p5-16nodes-measured.svg" "$golden/plan-p5-16nodes-measured.svg"
 
+# One run alone: no regret to show, and the picture says what would give one.
+measured=tests/tools/data/crafted-one-run.txt
+plan_case plan-ndv5-one-run "$measured" --input tests/fixtures/topo/nccl-azure-ndv5.xml --nodes 2
+py plan "$tmp/plan-ndv5-one-run.svg" "$tmp/plan-ndv5-one-run.json" "$measured"
+py golden "$tmp/plan-ndv5-one-run.svg" "$golden/plan-ndv5-one-run.svg"
+check "one run: the regret strip asks for a second one" \
+  grep -q 'class="regret-note".*>needs a second run of this collective' "$tmp/plan-ndv5-one-run.svg"
+
 # A site rule (NCCL_RAIL_TUNER_FILE) the picture follows as the text does.
 export NCCL_RAIL_TUNER_FILE=tests/tools/data/rules-ring.txt
 plan_case plan-ndv5-rules - --input tests/fixtures/topo/nccl-azure-ndv5.xml --nodes 2 \
