@@ -150,6 +150,16 @@ check "... before any output, the old picture untouched" \
   >/dev/null 2>"$tmp/err"
 check "--measured: a missing file is named" \
   sh -c "test $? -eq 1 && grep -q 'none.txt: No such file or directory' '$tmp/err'"
+printf '%s\n' '# Collective test starting: alltoall_perf' \
+  '#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong' \
+  '   1048576 16384 float none -1 80.0 13.11 12.29 0 79.9 13.12 12.30 0' \
+  '# Collective test starting: all_reduce_perf' \
+  '#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong' \
+  '   1048576 262144 float sum -1 120.1 8.73 16.9 0 119.0 8.81 17.07 0' >"$tmp/a2a.txt"
+"$cli" plan --nodes 2 --gpus-per-node 8 --measured "$tmp/a2a.txt" --svg "$tmp/a2a.svg" \
+  >/dev/null 2>"$tmp/err"
+check "--measured: a test the tuner does not choose for is passed over, and said" \
+  sh -c "test $? -eq 0 && grep -q 'a2a.txt:3: 1 table of tests the tuner does not choose for' '$tmp/err'"
 "$cli" plan --nodes 2 --gpus-per-node 8 --measured "$measured" >/dev/null 2>"$tmp/err"
 check "--measured without --svg or --png is a usage error" \
   sh -c "test $? -eq 2 && grep -q 'give --svg FILE or --png FILE' '$tmp/err'"
