@@ -12,6 +12,7 @@
 #include "common/param.h"
 #include "tools/cli.h"
 #include "tools/doctor.h"
+#include "tools/svg.h"
 #include "topology/topo.h"
 
 /* One row per check, in the order they run. `json` writes the check's own
@@ -96,6 +97,9 @@ static void doctor_usage(FILE *out) {
           "                     one, and throughput per rail through the plugin against\n"
           "                     line rate; each peer must run `nccl-rail doctor --serve`\n"
           "  --seconds S        length of each rail's measurement (default 1, at most 60)\n"
+          "  --svg FILE         with --peers: the rails' throughput against line rate as a\n"
+          "                     picture (the text ends with the same chart)\n"
+          "  --png FILE         the same as PNG (needs rsvg-convert: librsvg2-bin)\n"
           "  --port N           the peers' port (default %d; HOST:PORT overrides)\n"
           "  --serve            answer other nodes' --peers on --port, then exit\n"
           "  --once             with --serve: exit after one peer\n"
@@ -126,10 +130,22 @@ static int doctor_add_peers(struct rail_doctor *d, const char *list) {
 struct doctor_opts {
   int serve, once;
   double wait;
+  const char *svg, *png; /* --peers' chart */
 };
 
 static int doctor_parse(int argc, char **argv, struct rail_doctor *d, struct doctor_opts *o) {
-  enum { O_JSON = 256, O_PLUGIN, O_PEERS, O_SECONDS, O_PORT, O_SERVE, O_ONCE, O_WAIT };
+  enum {
+    O_JSON = 256,
+    O_PLUGIN,
+    O_PEERS,
+    O_SECONDS,
+    O_PORT,
+    O_SERVE,
+    O_ONCE,
+    O_WAIT,
+    O_SVG,
+    O_PNG
+  };
   static const struct option longopts[] = {{"json", no_argument, NULL, O_JSON},
                                            {"plugin", required_argument, NULL, O_PLUGIN},
                                            {"peers", required_argument, NULL, O_PEERS},
@@ -138,6 +154,8 @@ static int doctor_parse(int argc, char **argv, struct rail_doctor *d, struct doc
                                            {"serve", no_argument, NULL, O_SERVE},
                                            {"once", no_argument, NULL, O_ONCE},
                                            {"wait", required_argument, NULL, O_WAIT},
+                                           {"svg", required_argument, NULL, O_SVG},
+                                           {"png", required_argument, NULL, O_PNG},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   int c, rc = 0;
@@ -172,6 +190,12 @@ static int doctor_parse(int argc, char **argv, struct rail_doctor *d, struct doc
     case O_WAIT:
       rc = rail_cli_double("doctor", "wait", optarg, 1, 86400, &o->wait);
       break;
+    case O_SVG:
+      o->svg = optarg;
+      break;
+    case O_PNG:
+      o->png = optarg;
+      break;
     default:
       return -1;
     }
@@ -180,6 +204,11 @@ static int doctor_parse(int argc, char **argv, struct rail_doctor *d, struct doc
   if (o->serve && d->npeers > 0) {
     fprintf(stderr, "nccl-rail doctor: --serve and --peers exclude each other (serve on the "
                     "peers, --peers on one node)\n");
+    return -1;
+  }
+  if ((o->svg != NULL || o->png != NULL) && d->npeers == 0) {
+    fprintf(stderr, "nccl-rail doctor: --svg and --png draw the rails --peers measures: give "
+                    "--peers HOST,...\n");
     return -1;
   }
   return 0;
@@ -250,6 +279,10 @@ int rail_cmd_doctor(int argc, char **argv) {
     doctor_free(&d);
     return rc > 0 ? RAIL_CLI_OK : RAIL_CLI_USAGE;
   }
+  if (o.png != NULL && rail_svg_png_check("doctor") != 0) {
+    doctor_free(&d);
+    return RAIL_CLI_FAIL;
+  }
   d.topo = rail_topo_get();
   d.sysfs_ok = rail_sysfs_open(&d.sysfs, NULL) == 0;
   if (o.serve) {
@@ -261,10 +294,14 @@ int rail_cmd_doctor(int argc, char **argv) {
   }
   for (size_t c = 0; c < sizeof(doctor_checks) / sizeof(doctor_checks[0]); c++)
     doctor_checks[c].run(&d);
-  if (d.json)
+  if (d.json) {
     rc = doctor_print_json(&d);
-  else
+  } else {
     doctor_print_text(&d);
+    rail_doctor_peers_bars(&d, stdout);
+  }
+  fflush(stdout);
+  if ((o.svg != NULL || o.png != NULL) && rail_doctor_peers_picture(&d, o.svg, o.png) != 0) rc = -1;
   rc = rc != 0 ? RAIL_CLI_FAIL : d.fail ? RAIL_CLI_FAIL : RAIL_CLI_OK;
   doctor_free(&d);
   return rc;

@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/param.h"
 #include "tools/cli.h"
+#include "tools/plan_svg.h"
 #include "topology/topo.h"
 #include "tuner/model.h"
 #include "tuner/nccl_model.h"
@@ -32,6 +33,7 @@ static void plan_usage(FILE *out) {
           "                      [--fabric F] [--socket] [--latency-us U] [--nvlink | --pcie]\n"
           "                      [--no-nvls] [--gpu GEN] [--nvlinks L] [--sharp]\n"
           "                      [--collective C] [--input FILE] [--json]\n"
+          "                      [--svg FILE] [--png FILE] [--measured FILE]\n"
           "\n"
           "For every size from 8 B to 4 GiB: the algorithm and protocol the tuner picks,\n"
           "why (latency-bound, bandwidth-bound, or the site rule), what NCCL alone would\n"
@@ -58,10 +60,16 @@ static void plan_usage(FILE *out) {
           "  --collective C     allreduce, allgather, reducescatter, broadcast, reduce or all\n"
           "  --input FILE       take the node's shape from an NCCL or hwloc topology XML\n"
           "  --json             machine-readable output (docs/json.md)\n"
+          "  --svg FILE         also draw it: per collective, every candidate's busbw\n"
+          "                     against size, the tuner's pick bold, NCCL's own marked\n"
+          "  --png FILE         the same as PNG (needs rsvg-convert: librsvg2-bin)\n"
+          "  --measured FILE    nccl-tests output (one or more runs, pasted as printed)\n"
+          "                     drawn over the model, with the pick's regret per size\n"
           "\n"
           "Without options it plans for this machine alone. NCCL_RAIL_TUNER_FILE rules apply\n"
           "as in the plugin; sizes follow NCCL (total buffer for allgather/reducescatter).\n"
-          "Exit status: 0, 1 for an input file that cannot be read, 2 for bad options.\n",
+          "Exit status: 0, 1 for an input file that cannot be read or a picture that cannot\n"
+          "be made, 2 for bad options.\n",
           RAIL_TUNER_SOCKET_GBPS, RAIL_TUNER_SOCKET_LATENCY_US);
 }
 
@@ -80,6 +88,7 @@ struct plan_opts {
   int coll; /* -1: all */
   int json;
   const char *input;
+  const char *svg, *png, *measured; /* tools/plan_svg.h */
 };
 
 enum {
@@ -100,6 +109,9 @@ enum {
   OPT_INPUT,
   OPT_JSON,
   OPT_HELP,
+  OPT_SVG,
+  OPT_PNG,
+  OPT_MEASURED,
 };
 
 static const struct option plan_options[] = {
@@ -120,6 +132,9 @@ static const struct option plan_options[] = {
     {"input", required_argument, NULL, OPT_INPUT},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
+    {"svg", required_argument, NULL, OPT_SVG},
+    {"png", required_argument, NULL, OPT_PNG},
+    {"measured", required_argument, NULL, OPT_MEASURED},
     {NULL, 0, NULL, 0},
 };
 
@@ -228,6 +243,15 @@ static int plan_option(int c, const char *v, struct plan_opts *o) {
   case OPT_JSON:
     o->json = 1;
     return 0;
+  case OPT_SVG:
+    o->svg = v;
+    return 0;
+  case OPT_PNG:
+    o->png = v;
+    return 0;
+  case OPT_MEASURED:
+    o->measured = v;
+    return 0;
   default:
     return 2;
   }
@@ -255,6 +279,11 @@ static int plan_parse(int argc, char **argv, struct plan_opts *o) {
   if (optind < argc) {
     fprintf(stderr, "nccl-rail plan: unexpected argument '%s'\n\n", argv[optind]);
     plan_usage(stderr);
+    return 2;
+  }
+  if (o->measured != NULL && o->svg == NULL && o->png == NULL) {
+    fprintf(stderr, "nccl-rail plan: --measured is drawn on the picture: give --svg FILE or "
+                    "--png FILE too\n");
     return 2;
   }
   return 0;
@@ -375,6 +404,19 @@ static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
     row->reason = row->rule;
   }
   nccl_pick(s, coll, bytes, row);
+  return 0;
+}
+
+int rail_plan_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
+                   const struct rail_tuner_rules *rules, struct rail_plan_pick *out) {
+  struct plan_row row;
+  int rc = plan_row(s, coll, bytes, rules, &row);
+
+  if (rc != 0) return rc;
+  out->algo = row.algo;
+  out->proto = row.proto;
+  out->nccl_algo = row.nccl_algo;
+  out->nccl_proto = row.nccl_proto;
   return 0;
 }
 
@@ -624,6 +666,8 @@ static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
   struct rail_tuner_rules *rules = NULL;
   struct rail_tuner_shape s;
   struct plan_out p = {.s = &s, .coll = o->coll};
+  struct rail_plan_draw draw = {
+      .svg = o->svg, .png = o->png, .measured = o->measured, .coll = o->coll};
   const char *rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
   char fabric_note[320];
   int rc;
@@ -639,12 +683,17 @@ static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
             o->input ? o->input : "this machine");
     return 0;
   }
+  /* The picture's inputs are checked before anything is printed. */
+  if ((o->svg != NULL || o->png != NULL) && rail_plan_draw_load(&draw) != 0) return 1;
   /* The loader reports bad lines (file:line) on stderr, as the plugin would. */
   if (rules_path[0] != '\0') rail_tuner_rules_load(rules_path, &rules);
   p.rules = rules;
   p.note = plan_inactive_note(&s);
   p.fabric_note = plan_fabric_note(&s, rules, fabric_note, sizeof(fabric_note));
   rc = o->json ? plan_print_json(&p) : plan_print_text(&p);
+  if (rc == 0 && (o->svg != NULL || o->png != NULL) && rail_plan_draw_write(&draw, &s, rules) != 0)
+    rc = 1;
+  rail_plan_draw_free(&draw);
   rail_tuner_rules_free(rules);
   return rc;
 }

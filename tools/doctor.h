@@ -14,6 +14,7 @@
 
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "common/json.h"
@@ -90,6 +91,12 @@ void rail_doctor_json_plugin(struct rail_doctor *d, struct rail_json *j);
 void rail_doctor_json_nccl(struct rail_doctor *d, struct rail_json *j);
 void rail_doctor_json_collnet(struct rail_doctor *d, struct rail_json *j);
 void rail_doctor_json_peers(struct rail_doctor *d, struct rail_json *j);
+
+/* The end of a --peers run (doctor_peers.c): each rail's measured rate
+ * against its line rate, as text bars, and the same as a picture for
+ * --svg/--png (0 or -errno, said on stderr). Nothing without --peers. */
+void rail_doctor_peers_bars(struct rail_doctor *d, FILE *out);
+int rail_doctor_peers_picture(struct rail_doctor *d, const char *svg, const char *png);
 
 /* --serve: answers peers' `doctor --peers` on `port` until `seconds` pass
  * (0: until one peer has been served). Returns an exit status. */

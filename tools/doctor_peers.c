@@ -44,10 +44,12 @@
 #include "common/param.h"
 #include "net/core/ifaces.h"
 #include "plugin/abi/nccl_net.h"
+#include "tools/bars.h"
 #include "tools/doctor.h"
 #include "tools/netdrive.h"
 #include "tools/oob.h"
 #include "tools/route.h"
+#include "tools/svg.h"
 
 /* The plugin's own v11 table, linked in from the static library. */
 extern const ncclNet_v11_t ncclNetPlugin_v11;
@@ -773,4 +775,86 @@ void rail_doctor_json_peers(struct rail_doctor *d, struct rail_json *j) {
   for (int k = 0; k < P->n; k++)
     peers_json_one(P, &P->p[k], j);
   rail_json_array_end(j);
+}
+
+/* ---- the chart ------------------------------------------------------------------ */
+
+#define PEERS_CHART_TITLE "rail throughput through the plugin against line rate"
+
+/* One bar per local interface of every peer checked (a peer that could
+ * not be checked: one bar saying why). *out is malloc'd; returns the
+ * count, -ENOMEM. */
+static int peers_bars(const struct rail_doctor_peers *P, struct rail_bar **out) {
+  struct rail_bar *bars = calloc((size_t)P->n * (PEERS_MAX_IFS + 1) + 1, sizeof(*bars));
+  int n = 0;
+
+  if (bars == NULL) return -ENOMEM;
+  for (int k = 0; k < P->n; k++) {
+    const struct peers_one *o = &P->p[k];
+    if (!o->reached || o->err[0] != '\0') {
+      struct rail_bar *b = &bars[n++];
+      snprintf(b->label, sizeof(b->label), "%s:%d", o->host, o->port);
+      snprintf(b->note, sizeof(b->note), "peer not checked: %s",
+               o->err[0] ? o->err : "not reached");
+      b->gbps = -1;
+      continue;
+    }
+    for (int i = 0; i < P->local.nifs; i++) {
+      struct rail_bar *b = &bars[n++];
+      const struct peers_rail *r = &o->rail[i];
+      b->gbps = -1;
+      if (o->match[i] < 0) {
+        snprintf(b->label, sizeof(b->label), "%s -> %s", P->local.ifs[i].name, o->host);
+        snprintf(b->note, sizeof(b->note), "reaches none of the peer's interfaces");
+        continue;
+      }
+      snprintf(b->label, sizeof(b->label), "%s -> %s %s", P->local.ifs[i].name, o->host,
+               o->remote.ifs[o->match[i]].name);
+      if (r->rc != 0) {
+        snprintf(b->note, sizeof(b->note), "the plugin's transfer failed: %s", strerror(-r->rc));
+        continue;
+      }
+      b->gbps = r->gbps;
+      b->line_gbps = (r->local_mbps < r->remote_mbps ? r->local_mbps : r->remote_mbps) / 1000.0;
+      if (b->line_gbps < 0) b->line_gbps = 0;
+    }
+  }
+  *out = bars;
+  return n;
+}
+
+void rail_doctor_peers_bars(struct rail_doctor *d, FILE *out) {
+  struct rail_bar *bars = NULL;
+  int n;
+
+  if (d->peer_results == NULL) return;
+  n = peers_bars(d->peer_results, &bars);
+  if (n > 0) {
+    fprintf(out, "\n");
+    rail_bars_print(out, PEERS_CHART_TITLE ":", bars, n);
+  }
+  free(bars);
+}
+
+struct peers_chart {
+  struct rail_bar *bars;
+  int n;
+};
+
+static int peers_chart_draw(FILE *f, void *arg) {
+  const struct peers_chart *c = arg;
+  return rail_bars_svg(f, "nccl-rail doctor --peers: " PEERS_CHART_TITLE, c->bars, c->n,
+                       PEERS_LOW_RATIO);
+}
+
+int rail_doctor_peers_picture(struct rail_doctor *d, const char *svg, const char *png) {
+  struct peers_chart c = {NULL, 0};
+  int rc;
+
+  if (d->peer_results == NULL) return 0;
+  c.n = peers_bars(d->peer_results, &c.bars);
+  if (c.n < 0) return c.n;
+  rc = rail_svg_write("doctor", svg, png, peers_chart_draw, &c);
+  free(c.bars);
+  return rc;
 }

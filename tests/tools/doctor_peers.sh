@@ -13,6 +13,9 @@
 #    error anywhere): B's r1 and A's r1 are named as not reaching, doctor
 #    exits 1; with A's bootstrap on r1 (NCCL_SOCKET_IFNAME==r1), the
 #    bootstrap is reported unable to reach, with the fix.
+# 3. The text ends with every rail's rate against line rate as bars (the
+#    cut rail says so instead), and --svg draws the same chart, each bar as
+#    long as its share of line rate in the JSON.
 # Needs root; exits 77 without it, except with RAIL_RIG_REQUIRED=1 (CI).
 # $1: the nccl-rail binary (the plugin is the libnccl-net-rail.so beside it).
 set -u
@@ -70,7 +73,7 @@ peers() { # peers <output file> <extra args>: B checks A
 }
 
 serve NCCL_NET_PLUGIN=rail
-peers "$tmp/ok.json" --json
+peers "$tmp/ok.json" --json --svg "$tmp/ok.svg"
 rc=$?
 wait $server
 cat "$tmp/ok.json" "$tmp/peers.err" "$tmp/serve.out"
@@ -91,6 +94,23 @@ for name, addr in (("r0", "10.203.1.1"), ("r1", "10.203.2.1")):
 assert p["bootstrap"]["reaches_peer"] and p["bootstrap"]["reached_by_peer"], p["bootstrap"]
 assert not any(f["level"] == "fail" for f in j["findings"]), j["findings"]
 PY
+check "--svg: the rails' chart, each bar its share of line rate" \
+  python3 - "$tmp/ok.json" "$tmp/ok.svg" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+j = json.load(open(sys.argv[1]))
+svg = ET.parse(sys.argv[2]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+rows = [g for g in svg.iter(ns + "g") if g.get("class") == "rail"]
+rails = j["peers"][0]["rails"]
+assert len(rows) == len(rails) == 2, (len(rows), rails)
+for g, r in zip(rows, rails):
+    label = [t.text for t in g.iter(ns + "text") if t.get("class") == "label"][0]
+    assert label == "%s -> 10.203.1.1 %s" % (r["local"], r["remote"]), label
+    bar = [e for e in g.iter(ns + "rect") if e.get("class") == "bar-measured"][0]
+    full = [e for e in g.iter(ns + "rect") if e.get("class") == "bar-line"][0]
+    share = float(bar.get("width")) / float(full.get("width"))
+    assert abs(share - min(r["line_rate_ratio"], 1)) < 0.01, (share, r)
+PY
 
 ip -n "$B" route add blackhole 10.203.2.1/32
 serve NCCL_NET_PLUGIN=rail NCCL_SOCKET_IFNAME==r1
@@ -105,6 +125,11 @@ check "... and the peer's rail nothing reaches" \
   grep -q "^FAIL rail .*10.203.1.1's r1 10.203.2.1 is reached by no interface" "$tmp/cut.out"
 check "... with the fix that keeps jobs off it" grep -q "fix: .*NCCL_RAIL_IFNAMES=^r1" "$tmp/cut.out"
 check "the other rail is still measured" grep -q "^ok   rail .*r0 10.203.1.2 -> 10.203.1.1 r0" "$tmp/cut.out"
+check "the text ends with the rails' bars: r0 measured against line rate, r1 cut" \
+  sh -c "tail -n 3 '$tmp/cut.out' | head -n 1 | grep -qx 'rail throughput through the plugin against line rate:' &&
+         tail -n 2 '$tmp/cut.out' | head -n 1 |
+           grep -Eqx '  r0 -> 10.203.1.1 r0  \[[#.]{40}[]>] [0-9.]+ of [0-9.]+ Gbit/s \([0-9]+%\)' &&
+         tail -n 1 '$tmp/cut.out' | grep -qx \"  r1 -> 10.203.1.1     reaches none of the peer's interfaces\""
 check "a bootstrap that cannot reach the peer is a failure with the fix" \
   sh -c "grep -q '^FAIL bootstrap .*cannot reach the peer.*hang at init' '$tmp/cut.out' &&
          grep -A1 '^FAIL bootstrap' '$tmp/cut.out' | grep -q 'fix: set NCCL_SOCKET_IFNAME'"

@@ -1,0 +1,73 @@
+/* nccl-tests output as users paste it, read for `nccl-rail plan --measured`:
+ * the bus bandwidth each run measured at each size, to draw over the
+ * model's curves.
+ *
+ * What it reads: the standard table of all_reduce_perf and its siblings
+ * (size, count, type, redop[, root], then time, algbw, busbw and #wrong
+ * out-of-place and in-place; the per-iteration and timestamp columns of
+ * newer releases and the "error" column of older ones too), located by the
+ * header line's column names, or, where a paste lost the header, by the
+ * two layouts nccl-tests has printed (12 and 13 columns). Several runs may
+ * follow one another (one table each); each run's collective comes from
+ * the test's name ("# Collective test starting: all_gather_perf", or a
+ * command line naming the binary) seen before its table, and its label
+ * from NCCL_ALGO / NCCL_PROTO / NCCL_RAIL_TUNER / NCCL_NET_PLUGIN
+ * assignments there (an `export`, an `-x` of mpirun, a command's
+ * environment, or NCCL's own "NCCL_ALGO set by environment to Ring").
+ * Everything else (NCCL INFO logs, prompts, "# Using devices" blocks) is
+ * passed over; launcher prefixes ("[1,0]<stdout>:", srun's "0: ") are
+ * taken off. A line that is a row of a table but cannot be read is an
+ * error naming the line and what is wrong with it, never skipped.
+ *
+ * Untrusted input: any bytes give a result or an error (tests/fuzz
+ * fuzz.measured). Pure functions but for rail_measured_load's read. */
+#ifndef RAIL_TOOLS_MEASURED_H
+#define RAIL_TOOLS_MEASURED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RAIL_MEASURED_MAX_BYTES (64u << 20) /* a larger file is refused */
+#define RAIL_MEASURED_MAX_ROWS 100000       /* in all runs */
+#define RAIL_MEASURED_LABEL 128
+
+struct rail_measured_point {
+  uint64_t bytes;   /* nccl-tests' size: the total buffer for allgather/reducescatter */
+  double busbw_gbs; /* out-of-place; in-place where the row has only that */
+  double time_us;   /* the same placement's time */
+  int line;         /* where the row is, 1-based */
+};
+
+struct rail_measured_run {
+  int coll;                        /* enum rail_coll */
+  int algo, proto;                 /* NCCL_ALGO / NCCL_PROTO when one value, else -1 */
+  int nccl_alone;                  /* NCCL_RAIL_TUNER=0 or NCCL_NET_PLUGIN=none */
+  char label[RAIL_MEASURED_LABEL]; /* "NCCL_ALGO=Ring NCCL_PROTO=LL", "" when none */
+  int line;                        /* its first row */
+  int npoints;
+  struct rail_measured_point *pts; /* owned */
+};
+
+struct rail_measured {
+  int nruns;
+  struct rail_measured_run *runs; /* owned */
+  /* Tables of collectives the tuner does not choose for (alltoall,
+   * sendrecv, ...): read and passed over; the first one's line. */
+  int skipped, skipped_line;
+};
+
+/* Reads buf (len bytes, NUL not needed). name is what messages call it
+ * (the file). default_coll (enum rail_coll, or -1) is the collective of a
+ * table whose test is not named. 0 and *out filled; or -EINVAL with err
+ * set to "NAME:LINE: what is wrong: 'the line'", -ENOENT when no table
+ * row of a tuned collective is there, -E2BIG past the limits above,
+ * -ENOMEM. Free *out with rail_measured_free() after success only. */
+int rail_measured_parse(const char *name, const char *buf, size_t len, int default_coll,
+                        struct rail_measured *out, char *err, size_t errlen);
+/* The same from a file; -errno with err naming the file when it cannot
+ * be read. */
+int rail_measured_load(const char *path, int default_coll, struct rail_measured *out, char *err,
+                       size_t errlen);
+void rail_measured_free(struct rail_measured *m);
+
+#endif
