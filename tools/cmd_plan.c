@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/param.h"
 #include "tools/cli.h"
+#include "tools/plan_validate.h"
 #include "topology/topo.h"
 #include "tuner/model.h"
 #include "tuner/nccl_model.h"
@@ -32,6 +33,7 @@ static void plan_usage(FILE *out) {
           "                      [--fabric F] [--socket] [--latency-us U] [--nvlink | --pcie]\n"
           "                      [--no-nvls] [--gpu GEN] [--nvlinks L] [--sharp]\n"
           "                      [--collective C] [--input FILE] [--json]\n"
+          "       nccl-rail plan --validate [--misses] [--json]\n"
           "\n"
           "For every size from 8 B to 4 GiB: the algorithm and protocol the tuner picks,\n"
           "why (latency-bound, bandwidth-bound, or the site rule), what NCCL alone would\n"
@@ -58,6 +60,11 @@ static void plan_usage(FILE *out) {
           "  --collective C     allreduce, allgather, reducescatter, broadcast, reduce or all\n"
           "  --input FILE       take the node's shape from an NCCL or hwloc topology XML\n"
           "  --json             machine-readable output (docs/json.md)\n"
+          "  --validate         score the tuner and NCCL's own choice on every published data\n"
+          "                     set built in (agreement with the measured best, regret);\n"
+          "                     exit 1 where the tuner is behind NCCL's choice on a set or\n"
+          "                     shape, or a regret exceeds 10%%\n"
+          "  --misses           with --validate: list the tuner's misses on stderr\n"
           "\n"
           "Without options it plans for this machine alone. NCCL_RAIL_TUNER_FILE rules apply\n"
           "as in the plugin; sizes follow NCCL (total buffer for allgather/reducescatter).\n"
@@ -79,6 +86,7 @@ struct plan_opts {
   int sharp;
   int coll; /* -1: all */
   int json;
+  int validate, misses; /* --validate: the data sets, not a shape */
   const char *input;
 };
 
@@ -100,6 +108,8 @@ enum {
   OPT_INPUT,
   OPT_JSON,
   OPT_HELP,
+  OPT_VALIDATE,
+  OPT_MISSES,
 };
 
 static const struct option plan_options[] = {
@@ -120,6 +130,8 @@ static const struct option plan_options[] = {
     {"input", required_argument, NULL, OPT_INPUT},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
+    {"validate", no_argument, NULL, OPT_VALIDATE},
+    {"misses", no_argument, NULL, OPT_MISSES},
     {NULL, 0, NULL, 0},
 };
 
@@ -227,6 +239,12 @@ static int plan_option(int c, const char *v, struct plan_opts *o) {
     return 0;
   case OPT_JSON:
     o->json = 1;
+    return 0;
+  case OPT_VALIDATE:
+    o->validate = 1;
+    return 0;
+  case OPT_MISSES:
+    o->misses = 1;
     return 0;
   default:
     return 2;
@@ -659,6 +677,7 @@ int rail_cmd_plan(int argc, char **argv) {
     return 0;
   }
   if (rc != 0) return rc;
+  if (o.validate) return rail_plan_validate(o.json, o.misses);
   if (o.input != NULL && rail_topo_load_file(o.input, &loaded) != 0) {
     fprintf(stderr, "nccl-rail plan: no topology from %s\n", o.input);
     return 1;

@@ -62,6 +62,7 @@ void decide_picks_the_cheapest_candidate(void);
 void decide_skips_unavailable_entries(void);
 void nvlink_speed_follows_the_gpu_generation(void);
 void fabric_sets_hop_cost_and_efficiencies(void);
+void ll_ceiling_by_generation_and_scale(void);
 void collnet_wins_where_sharp_halves_the_traffic(void);
 void nvls_across_nodes_needs_sharp(void);
 void mnnvl_leaves_every_choice_to_nccl(void);
@@ -127,7 +128,14 @@ void p5en_choices_within_2x_of_measured_crossovers(void);
 /* test_points.c */
 void points_calibration_set(void);
 void points_validation_set(void);
-/* test_regions.c */
+void points_vendor_tables(void);
+void plan_validate_reports_every_set(void);
+/* test_regions.c: the scored sets (tuner/score.h) and what both files check */
+struct rail_score_row;
+struct rail_score_source;
+const struct rail_score_source *tt_score_source(const char *file);
+void tt_print_row(const struct rail_score_row *r);
+void tt_check_beside_nccl(const struct rail_score_row *r);
 void regions_calibration_aws(void);
 void regions_validation_aws(void);
 
