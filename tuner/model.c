@@ -291,14 +291,28 @@ void rail_tuner_nccl_view(const struct rail_tuner_shape *s, double latency_inter
 /* ---- bandwidths --------------------------------------------------------- */
 
 /* NCCL's LL ceilings: by GPU generation on one node, by CPU across nodes
- * (Intel's row). NCCL's own constants double the one-node ceiling from
- * Hopper to Blackwell (141 to 282 GB/s); the doubling is taken to hold
- * across nodes too, where NCCL indexes by CPU only. */
+ * (Intel's row: 39 GB/s on two nodes, 20.4 beyond). NCCL's own constants
+ * double the one-node ceiling from Hopper to Blackwell (141 to 282 GB/s);
+ * the doubling is taken to hold across nodes too, where NCCL indexes by CPU
+ * only. */
 static double ll_cap(const struct rail_tuner_shape *s) {
   static const double one_node[4] = {39.0, 87.7, 141.0, 282.0};
   int cc = rail_nccl_cc_of(s->sm);
   if (!multi_node(s)) return one_node[cc];
   return (s->nodes == 2 ? 39.0 : 20.4) * (cc == RAIL_NCCL_CC_BLACKWELL ? 2 : 1);
+}
+
+/* A ring's LL beyond two nodes on Hopper: NCCL's CPU rows predate Hopper's
+ * hosts, and P5en's rings hand over from LL to LL128 (AllGather,
+ * ReduceScatter, 4 to 128 nodes) where a ceiling of RING_LL_HOPPER_BEYOND_TWO
+ * puts them, while its trees hand over where NCCL's 20.4 does (docs/tuning.md,
+ * "Per-fabric constants": fitted on P5en, validated on Scitix's InfiniBand
+ * table). */
+#define RING_LL_HOPPER_BEYOND_TWO 34.0
+static double ring_ll_cap(const struct rail_tuner_shape *s) {
+  if (s->nodes > 2 && rail_nccl_cc_of(s->sm) == RAIL_NCCL_CC_HOPPER)
+    return RING_LL_HOPPER_BEYOND_TWO;
+  return ll_cap(s);
 }
 
 static int nsteps_of(int coll, int n) {
@@ -316,7 +330,7 @@ static double alone(const struct rail_tuner_shape *s, double share) {
 static double ring_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_proto p) {
   double bus = ring_bus(s);
   if (p == RAIL_PROTO_LL)
-    bus = fmin(bus * 0.5, ll_cap(s)) * alone(s, fabric_of(s)->alone.ll);
+    bus = fmin(bus * 0.5, ring_ll_cap(s)) * alone(s, fabric_of(s)->alone.ll);
   else if (p == RAIL_PROTO_LL128)
     bus *= 0.92 * alone(s, fabric_of(s)->alone.ll128);
   /* Bus to algorithm bandwidth: each rank moves nsteps/n of the buffer.

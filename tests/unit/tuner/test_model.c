@@ -303,6 +303,38 @@ void nvlink_speed_follows_the_gpu_generation(void) {
  * cost, its tree efficiency, its NVLSTree level cost, and its LL128 and PAT
  * rates at one GPU a node; TCP's hop cost over
  * sockets; InfiniBand-class fabrics none of them. */
+/* A ring's LL across nodes runs at NCCL's LL ceiling where the network is
+ * faster: Intel's row (39 GB/s on two nodes, 20.4 beyond), doubled on
+ * Blackwell, and on Hopper beyond two nodes the ceiling fitted on P5en's
+ * hand-overs to LL128 (docs/tuning.md); a tree's LL keeps NCCL's. */
+void ll_ceiling_by_generation_and_scale(void) {
+  static const struct {
+    int nodes, sm;
+    double ceiling;
+  } cases[] = {{2, 90, 39.0}, {4, 90, 34.0}, {16, 90, 34.0}, {4, 80, 20.4},
+               {2, 80, 39.0}, {4, 70, 20.4}, {4, 100, 40.8}, {2, 100, 78.0}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct rail_tuner_shape s = tt_shape(cases[i].nodes, 8, 8, 400);
+    struct rail_tuner_cost c;
+    int n = s.ranks;
+    s.sm = cases[i].sm;
+    tt_cost(&s, RAIL_COLL_ALLGATHER, RAIL_ALGO_RING, RAIL_PROTO_LL, (size_t)1 << 30, &c);
+    if (fabs(c.algbw_gbs - cases[i].ceiling * n / (n - 1)) > 1e-6) {
+      fprintf(stderr, "  %d nodes, sm %d: ring LL %.3f GB/s, want %.3f\n", cases[i].nodes,
+              cases[i].sm, c.algbw_gbs, cases[i].ceiling * n / (n - 1));
+      CHECK(0);
+    }
+  }
+  {
+    struct rail_tuner_shape h = tt_shape(4, 8, 8, 400);
+    struct rail_tuner_cost c;
+    h.sm = 90;
+    /* Beyond NCCL's per-size factors (1 at 1 GiB), a tree's LL is NCCL's 20.4. */
+    tt_cost(&h, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL, (size_t)1 << 30, &c);
+    CHECK(fabs(c.algbw_gbs - 20.4 / 2) < 1e-6);
+  }
+}
+
 void fabric_sets_hop_cost_and_efficiencies(void) {
   struct rail_tuner_shape ib = tt_shape(16, 8, 8, 400), efa = ib, roce = ib, sock = ib;
   struct rail_tuner_cost ci, ce, cr;
@@ -333,7 +365,7 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
    * InfiniBand keeps NCCL's 0.75; with 8 GPUs a node LL and LL128 keep
    * NCCL's rates on both. */
   {
-    struct rail_tuner_shape ib1 = tt_shape(16, 1, 2, 200), efa1 = ib1;
+    struct rail_tuner_shape ib1 = tt_shape(16, 1, 8, 400), efa1 = ib1;
     struct rail_tuner_cost c1, c2;
     ib1.fabric = RAIL_TUNER_FABRIC_IB;
     efa1.fabric = RAIL_TUNER_FABRIC_EFA;
@@ -348,9 +380,9 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
     CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 0.4) < 1e-6);
     tt_cost(&ib1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c1);
     tt_cost(&efa1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c2);
-    CHECK(fabs(c1.algbw_gbs - 2 * 200 / 8.0 * 0.98 * 0.75) < 1e-6);
-    CHECK(fabs(c2.algbw_gbs - 2 * 200 / 8.0 * 0.96 * 0.4) < 1e-6);
-    ib1 = tt_shape(16, 8, 2, 200); /* the network binds, not NVLink */
+    CHECK(fabs(c1.algbw_gbs - 8 * 400 / 8.0 * 0.98 * 0.75) < 1e-6);
+    CHECK(fabs(c2.algbw_gbs - 8 * 400 / 8.0 * 0.96 * 0.4) < 1e-6);
+    ib1 = tt_shape(16, 8, 4, 200); /* the network binds, not NVLink */
     efa1 = ib1;
     ib1.fabric = RAIL_TUNER_FABRIC_IB;
     efa1.fabric = RAIL_TUNER_FABRIC_EFA;
