@@ -73,8 +73,7 @@ static int parse_extras(const char *rest, struct machine *m) {
       m->netlat = atof(word + 7);
     else if (strncmp(word, "among=", 6) == 0) {
       if (parse_among(word + 6, m) != 0) return -1;
-    }
-    else if (strcmp(word, "cpu=amd") == 0)
+    } else if (strcmp(word, "cpu=amd") == 0)
       m->cpu_amd = 1;
     else if (strcmp(word, "cpu=intel") == 0)
       m->cpu_amd = 0;
@@ -98,7 +97,8 @@ static int parse_fabric(const char *word, struct machine *m) {
     *plus = '\0';
     m->sharp = 1;
   }
-  m->fabric = strcmp(fabric, "-") == 0 ? RAIL_TUNER_FABRIC_UNKNOWN : rail_tuner_fabric_parse(fabric);
+  m->fabric =
+      strcmp(fabric, "-") == 0 ? RAIL_TUNER_FABRIC_UNKNOWN : rail_tuner_fabric_parse(fabric);
   return m->fabric >= 0 ? 0 : -1;
 }
 
@@ -164,8 +164,8 @@ static void shapes_close(const struct shapes *sh, struct rail_score_row *row) {
   for (int i = 0; i < sh->n; i++) {
     if (sh->s[i].tuner >= sh->s[i].nccl) continue;
     if (row->shapes_behind++ == 0)
-      snprintf(row->behind, sizeof(row->behind), "%s (%d against %d)", sh->s[i].key,
-               sh->s[i].tuner, sh->s[i].nccl);
+      snprintf(row->behind, sizeof(row->behind), "%s (%d against %d)", sh->s[i].key, sh->s[i].tuner,
+               sh->s[i].nccl);
   }
 }
 
@@ -370,7 +370,8 @@ static void score_region_row(struct region_ctx *c, int coll, int nodes) {
       st->nccl += nok;
     }
     if (tok || c->misses == NULL || (!c->verbose && c->p->floor >= 100)) continue;
-    fprintf(c->misses, "  %s %d/node %s %d ranks %.0f B: model%s %s, NCCL %s, measured within 2x:%s\n",
+    fprintf(c->misses,
+            "  %s %d/node %s %d ranks %.0f B: model%s %s, NCCL %s, measured within 2x:%s\n",
             c->p->name, c->p->ppn, rail_tuner_coll_name(coll), ranks, bytes,
             c->offer ? " (offered protocols)" : "", pair_name(ta, tp, t1, sizeof(t1)),
             na >= 0 ? pair_name(na, np, t2, sizeof(t2)) : "-", seen);
@@ -518,9 +519,8 @@ static int score_decide(const struct point *pt, const char *rest, struct rail_sc
     row->tuner.agree++;
     if (st) st->tuner++;
   } else if (misses != NULL) {
-    fprintf(misses, "  %s: %d x %d %s %.0f B: model %s, measured %s\n", pt->source, m.nodes,
-            m.gpus, rail_tuner_coll_name(pt->coll), pt->bytes, pair_name(ta, tp, t1, sizeof(t1)),
-            win);
+    fprintf(misses, "  %s: %d x %d %s %.0f B: model %s, measured %s\n", pt->source, m.nodes, m.gpus,
+            rail_tuner_coll_name(pt->coll), pt->bytes, pair_name(ta, tp, t1, sizeof(t1)), win);
   }
   if (na == wa && np == wp) {
     row->nccl.agree++;
@@ -607,9 +607,9 @@ static int score_point_line(const char *line, struct rail_score_row *row, struct
   int used = 0;
 
   memset(&pt, 0, sizeof(pt));
-  if (sscanf(line, "%15s %63s %d %d %d %lf %31s %d %d %d %31s %lf %n", kind, pt.source,
-             &pt.m.nodes, &pt.m.gpus, &pt.m.rails, &pt.m.gbps, fabric, &pt.m.sm, &pt.m.nvlinks,
-             &pt.m.nvls, coll, &pt.bytes, &used) != 12 ||
+  if (sscanf(line, "%15s %63s %d %d %d %lf %31s %d %d %d %31s %lf %n", kind, pt.source, &pt.m.nodes,
+             &pt.m.gpus, &pt.m.rails, &pt.m.gbps, fabric, &pt.m.sm, &pt.m.nvlinks, &pt.m.nvls, coll,
+             &pt.bytes, &used) != 12 ||
       (pt.coll = rail_tuner_coll_parse(coll)) < 0 || parse_fabric(fabric, &pt.m) != 0 ||
       pt.m.nodes < 1 || pt.m.gpus < 1 || pt.m.nodes * pt.m.gpus < 2 || !(pt.bytes > 0))
     return -1;
@@ -625,8 +625,7 @@ static int score_point_line(const char *line, struct rail_score_row *row, struct
 /* The "# set:" and "# name:" header lines say which set a file is and what
  * it holds. */
 static void point_header(const char *line, struct rail_score_row *row) {
-  if (strncmp(line, "# set: ", 7) == 0)
-    snprintf(row->set, sizeof(row->set), "%.15s", line + 7);
+  if (strncmp(line, "# set: ", 7) == 0) snprintf(row->set, sizeof(row->set), "%.15s", line + 7);
   if (strncmp(line, "# name: ", 8) == 0)
     snprintf(row->name, sizeof(row->name), "%.*s", (int)sizeof(row->name) - 1, line + 8);
 }
@@ -668,8 +667,7 @@ static int score_points(const struct rail_score_source *src, struct rail_score_r
 int rail_score_file(const struct rail_score_source *src, struct rail_score_row *rows, int max,
                     FILE *misses, int verbose) {
   if (src == NULL || src->text == NULL || rows == NULL || max < 1) return -EINVAL;
-  if (strstr(src->text, "\nregion") != NULL)
-    return score_regions(src, rows, max, misses, verbose);
+  if (strstr(src->text, "\nregion") != NULL) return score_regions(src, rows, max, misses, verbose);
   return score_points(src, rows, misses);
 }
 
