@@ -567,23 +567,47 @@ static const char *plan_inactive_note(const struct rail_tuner_shape *s) {
   return NULL;
 }
 
-/* The fabric the plugin will decide with: NCCL's table cannot show it, so
- * only the rules file's "fabric" line tells. A note where that differs from
- * the shape planned for, NULL otherwise. */
+/* The fabric the plugin will decide with on a job of such machines: the
+ * rules file's "fabric" line, else what NCCL's table shows (sockets where it
+ * has no LL128 across nodes, InfiniBand-class otherwise;
+ * rail_tuner_shape_from_table). */
+static int plan_runtime_fabric(const struct rail_tuner_shape *s,
+                               const struct rail_tuner_rules *rules) {
+  struct rail_nccl_view v;
+
+  if (rules != NULL && rules->fabric != RAIL_TUNER_FABRIC_UNKNOWN) return rules->fabric;
+  rail_tuner_nccl_view(s, 0.0, &v);
+  return s->nodes > 1 && !v.ll128 ? RAIL_TUNER_FABRIC_TCP : RAIL_TUNER_FABRIC_UNKNOWN;
+}
+
+/* A note where the fabric planned for is not the one the plugin will decide
+ * with, and the line that tells it; NULL otherwise. */
 static const char *plan_fabric_note(const struct rail_tuner_shape *s,
                                     const struct rail_tuner_rules *rules, char *buf, size_t len) {
   int planned = s->socket ? RAIL_TUNER_FABRIC_TCP : s->fabric;
   int declared = rules ? rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
-  /* An unnamed fabric is modelled as InfiniBand. */
-  int runtime = declared ? declared : RAIL_TUNER_FABRIC_IB;
+  int runtime = plan_runtime_fabric(s, rules);
 
+  /* An unnamed fabric is modelled as InfiniBand. */
+  if (runtime == RAIL_TUNER_FABRIC_UNKNOWN) runtime = RAIL_TUNER_FABRIC_IB;
   if (s->nodes < 2 || planned == runtime || planned == RAIL_TUNER_FABRIC_UNKNOWN) return NULL;
-  snprintf(buf, len,
-           "this plan is for %s; the plugin sees the fabric only through NCCL_RAIL_TUNER_FILE, "
-           "which %s: add the line \"fabric %s\" to that file on every node",
-           rail_tuner_fabric_name(planned),
-           declared ? "names another" : "does not name one (InfiniBand-class assumed)",
-           rail_tuner_fabric_name(planned));
+  if (declared)
+    snprintf(buf, len,
+             "this plan is for %s; NCCL_RAIL_TUNER_FILE names another fabric: make its line "
+             "\"fabric %s\" on every node",
+             rail_tuner_fabric_name(planned), rail_tuner_fabric_name(planned));
+  else if (runtime == RAIL_TUNER_FABRIC_TCP)
+    snprintf(buf, len,
+             "this plan is for %s; NCCL's table will show no LL128 across nodes (PCIe between "
+             "the GPUs, or no GPUDirect RDMA), which the plugin takes for sockets: add the line "
+             "\"fabric %s\" to NCCL_RAIL_TUNER_FILE on every node",
+             rail_tuner_fabric_name(planned), rail_tuner_fabric_name(planned));
+  else
+    snprintf(buf, len,
+             "this plan is for %s; the plugin sees the fabric only through NCCL_RAIL_TUNER_FILE, "
+             "which does not name one (InfiniBand-class assumed): add the line \"fabric %s\" to "
+             "that file on every node",
+             rail_tuner_fabric_name(planned), rail_tuner_fabric_name(planned));
   return buf;
 }
 
@@ -608,8 +632,7 @@ static int plan_print_json(const struct plan_out *p) {
   json_shape(&j, p->s);
   rail_json_bool(&j, "tuner_active", p->note == NULL);
   rail_json_str(&j, "rules", p->rules ? p->rules->path : NULL);
-  rail_json_str(&j, "runtime_fabric",
-                rail_tuner_fabric_name(p->rules ? p->rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN));
+  rail_json_str(&j, "runtime_fabric", rail_tuner_fabric_name(plan_runtime_fabric(p->s, p->rules)));
   rail_json_str(&j, "note", p->note);
   rail_json_str(&j, "fabric_note", p->fabric_note);
   rail_json_array(&j, "collectives", RAIL_JSON_BLOCK);

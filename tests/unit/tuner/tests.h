@@ -84,6 +84,7 @@ void shape_fabric_and_gpu_from_model(void);
 void shape_from_table_reads_nccl_bandwidths(void);
 void shape_from_table_reads_enable_pattern(void);
 void shape_from_table_reads_nccl_latency(void);
+void shape_from_table_sockets_from_ll128(void);
 void plan_input_and_runtime_start_from_one_shape(void); /* test_fixtures.c */
 
 /* test_rules.c */
@@ -101,6 +102,7 @@ void table_all_minus_one_and_no_pipe_ops(void);
 void table_never_negative_for_nccl_2_31(void);
 void table_random_shapes_and_patterns(void);
 void table_local_machine_never_decides(void);
+void table_sockets_need_no_file(void);
 
 /* test_abi.c */
 void abi_tables_are_named_rail_and_complete(void);
