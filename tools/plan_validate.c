@@ -34,7 +34,7 @@ static void print_text(const struct rail_score_row *rows, int n) {
          "tests/unit/tuner/data; docs/tuning.md, \"Calibration and validation\").\n"
          "winner: the choice is the measured best at the point; 2x: a measured best lies\n"
          "within 2x of the size; regret: mean/worst over points with both times published.\n\n");
-  printf("%-11s %-44s %6s  %-26s  %-26s  %s\n", "set", "data", "points",
+  printf("%-11s %-52s %6s  %-26s  %-26s  %s\n", "set", "data", "points",
          "tuner: winner  2x  regret", "NCCL:  winner  2x  regret", "shapes behind");
   for (int i = 0; i < n; i++) {
     const struct rail_score_row *r = &rows[i];
@@ -43,7 +43,7 @@ static void print_text(const struct rail_score_row *rows, int n) {
              r->among[0] ? ")" : "");
     regret_str(&r->tuner, tr, sizeof(tr));
     regret_str(&r->nccl, nr, sizeof(nr));
-    printf("%-11s %-44.44s %6d  %6.1f%% %5.1f%% %-11s  %6.1f%% %5.1f%% %-11s  %d of %d%s%s\n",
+    printf("%-11s %-52.52s %6d  %6.1f%% %5.1f%% %-11s  %6.1f%% %5.1f%% %-11s  %d of %d%s%s\n",
            r->set, name, r->tuner.points, rail_score_pct(r->tuner.agree, r->tuner.points),
            rail_score_pct(r->tuner.within, r->tuner.points), tr,
            rail_score_pct(r->nccl.agree, r->nccl.points),
