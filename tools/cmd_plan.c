@@ -513,6 +513,7 @@ static void json_cost(struct rail_json *j, const struct rail_tuner_cost *c, int 
   if (!full) return;
   json_num(j, "latency_us", c->latency_us);
   json_num(j, "algbw_gbs", c->algbw_gbs);
+  json_num(j, "fill_us", c->fill_us);
 }
 
 static void json_row(struct rail_json *j, const struct plan_row *row) {

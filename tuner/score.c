@@ -44,6 +44,9 @@ static struct rail_tuner_shape machine_shape(const struct machine *m) {
   };
   s.socket = s.fabric == RAIL_TUNER_FABRIC_TCP;
   s.net_latency_us = rail_tuner_fabric_latency_us(s.fabric, s.socket);
+  /* The latency the net plugin reported, as the plugin reads it from NCCL's
+   * AllReduce table (NVLSTree, an AllReduce, is where the model uses it). */
+  s.nccl_latency_us = m->netlat;
   return s;
 }
 

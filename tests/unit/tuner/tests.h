@@ -63,6 +63,8 @@ void decide_skips_unavailable_entries(void);
 void nvlink_speed_follows_the_gpu_generation(void);
 void fabric_sets_hop_cost_and_efficiencies(void);
 void ll_ceiling_by_generation_and_scale(void);
+void tree_fill_per_network_level(void);
+void nvlstree_levels_pay_the_reported_latency_on_efa(void);
 void collnet_wins_where_sharp_halves_the_traffic(void);
 void nvls_across_nodes_needs_sharp(void);
 void mnnvl_leaves_every_choice_to_nccl(void);
