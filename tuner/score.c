@@ -162,13 +162,20 @@ static struct shape_tally *shape_of(struct shapes *sh, const char *key) {
   return &sh->s[sh->n++];
 }
 
-static void shapes_close(const struct shapes *sh, struct rail_score_row *row) {
+/* Counts the shapes where the tuner is behind NCCL's own choice; misses, if
+ * not NULL, gets each of them with both counts. */
+static void shapes_close(const struct shapes *sh, struct rail_score_row *row, FILE *misses) {
   row->shapes = sh->n;
   for (int i = 0; i < sh->n; i++) {
     if (sh->s[i].tuner >= sh->s[i].nccl) continue;
     if (row->shapes_behind++ == 0)
       snprintf(row->behind, sizeof(row->behind), "%s (%d against %d)", sh->s[i].key, sh->s[i].tuner,
                sh->s[i].nccl);
+    if (misses != NULL)
+      fprintf(misses,
+              "  behind NCCL's own choice: %s%s%s, %s: the tuner right at %d points, NCCL at %d\n",
+              row->name, row->among[0] ? " among " : "", row->among, sh->s[i].key, sh->s[i].tuner,
+              sh->s[i].nccl);
   }
 }
 
@@ -413,7 +420,7 @@ static void score_platform(const struct regions_file *f, const struct platform *
   for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
     for (int nodes = 4; nodes * p->ppn <= p->max_ranks; nodes *= 2)
       score_region_row(&c, coll, nodes);
-  shapes_close(sh, row);
+  shapes_close(sh, row, misses);
   free(sh);
 }
 
@@ -660,7 +667,7 @@ static int score_points(const struct rail_score_source *src, struct rail_score_r
   /* A point is its own neighbourhood: within 2x is the point itself. */
   row->tuner.within = row->tuner.agree;
   row->nccl.within = row->nccl.agree;
-  shapes_close(sh, row);
+  shapes_close(sh, row, misses);
   free(sh);
   return 1;
 }

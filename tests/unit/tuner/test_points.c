@@ -81,4 +81,26 @@ void plan_validate_reports_every_set(void) {
   CHECK_EQ_INT(rc, met ? 0 : 1);
   CHECK(strstr(out, "beside NCCL's own choice") != NULL);
   CHECK(strstr(out, "vendor.tsv") != NULL && strstr(out, "AWS P5en, 8 GPUs a node") != NULL);
+  /* --misses names every shape where the tuner is behind, not the first. */
+  {
+    char *listed = NULL;
+    size_t listed_len = 0;
+    FILE *f = open_memstream(&listed, &listed_len);
+    int lines = 0, behind = 0;
+    CHECK(f != NULL);
+    if (f == NULL) return;
+    CHECK_EQ_INT(rail_score_all(rows, 32, f, 0), n);
+    fclose(f);
+    for (int i = 0; i < n; i++)
+      behind += rows[i].shapes_behind;
+    for (const char *at = listed; (at = strstr(at, "behind NCCL's own choice: ")) != NULL; at++)
+      lines++;
+    CHECK_EQ_INT(lines, behind);
+    for (int i = 0; i < n; i++) {
+      snprintf(want, sizeof(want), "behind NCCL's own choice: %s%s%s, ", rows[i].name,
+               rows[i].among[0] ? " among " : "", rows[i].among);
+      CHECK((strstr(listed, want) != NULL) == (rows[i].shapes_behind > 0));
+    }
+    free(listed);
+  }
 }
