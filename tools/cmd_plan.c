@@ -16,6 +16,7 @@
 #include "common/param.h"
 #include "tools/cli.h"
 #include "tools/plan_svg.h"
+#include "tools/plan_validate.h"
 #include "topology/topo.h"
 #include "tuner/model.h"
 #include "tuner/nccl_model.h"
@@ -34,6 +35,7 @@ static void plan_usage(FILE *out) {
           "                      [--no-nvls] [--gpu GEN] [--nvlinks L] [--sharp]\n"
           "                      [--collective C] [--input FILE] [--json]\n"
           "                      [--svg FILE] [--png FILE] [--measured FILE]\n"
+          "       nccl-rail plan --validate [--misses] [--json]\n"
           "\n"
           "For every size from 8 B to 4 GiB: the algorithm and protocol the tuner picks,\n"
           "why (latency-bound, bandwidth-bound, or the site rule), what NCCL alone would\n"
@@ -65,6 +67,11 @@ static void plan_usage(FILE *out) {
           "  --png FILE         the same as PNG (needs rsvg-convert: librsvg2-bin)\n"
           "  --measured FILE    nccl-tests output (one or more runs, pasted as printed)\n"
           "                     drawn over the model, with the pick's regret per size\n"
+          "  --validate         score the tuner and NCCL's own choice on every published data\n"
+          "                     set built in (agreement with the measured best, regret);\n"
+          "                     exit 1 where the tuner is behind NCCL's choice on a set or\n"
+          "                     shape, or a regret exceeds 10%%\n"
+          "  --misses           with --validate: list the tuner's misses on stderr\n"
           "\n"
           "Without options it plans for this machine alone. NCCL_RAIL_TUNER_FILE rules apply\n"
           "as in the plugin; sizes follow NCCL (total buffer for allgather/reducescatter).\n"
@@ -87,6 +94,7 @@ struct plan_opts {
   int sharp;
   int coll; /* -1: all */
   int json;
+  int validate, misses; /* --validate: the data sets, not a shape */
   const char *input;
   const char *svg, *png, *measured; /* tools/plan_svg.h */
 };
@@ -112,6 +120,8 @@ enum {
   OPT_SVG,
   OPT_PNG,
   OPT_MEASURED,
+  OPT_VALIDATE,
+  OPT_MISSES,
 };
 
 static const struct option plan_options[] = {
@@ -135,6 +145,8 @@ static const struct option plan_options[] = {
     {"svg", required_argument, NULL, OPT_SVG},
     {"png", required_argument, NULL, OPT_PNG},
     {"measured", required_argument, NULL, OPT_MEASURED},
+    {"validate", no_argument, NULL, OPT_VALIDATE},
+    {"misses", no_argument, NULL, OPT_MISSES},
     {NULL, 0, NULL, 0},
 };
 
@@ -251,6 +263,12 @@ static int plan_option(int c, const char *v, struct plan_opts *o) {
     return 0;
   case OPT_MEASURED:
     o->measured = v;
+    return 0;
+  case OPT_VALIDATE:
+    o->validate = 1;
+    return 0;
+  case OPT_MISSES:
+    o->misses = 1;
     return 0;
   default:
     return 2;
@@ -537,6 +555,7 @@ static void json_cost(struct rail_json *j, const struct rail_tuner_cost *c, int 
   if (!full) return;
   json_num(j, "latency_us", c->latency_us);
   json_num(j, "algbw_gbs", c->algbw_gbs);
+  json_num(j, "fill_us", c->fill_us);
 }
 
 static void json_row(struct rail_json *j, const struct plan_row *row) {
@@ -591,23 +610,47 @@ static const char *plan_inactive_note(const struct rail_tuner_shape *s) {
   return NULL;
 }
 
-/* The fabric the plugin will decide with: NCCL's table cannot show it, so
- * only the rules file's "fabric" line tells. A note where that differs from
- * the shape planned for, NULL otherwise. */
+/* The fabric the plugin will decide with on a job of such machines: the
+ * rules file's "fabric" line, else what NCCL's table shows (sockets where it
+ * has no LL128 across nodes, InfiniBand-class otherwise;
+ * rail_tuner_shape_from_table). */
+static int plan_runtime_fabric(const struct rail_tuner_shape *s,
+                               const struct rail_tuner_rules *rules) {
+  struct rail_nccl_view v;
+
+  if (rules != NULL && rules->fabric != RAIL_TUNER_FABRIC_UNKNOWN) return rules->fabric;
+  rail_tuner_nccl_view(s, 0.0, &v);
+  return s->nodes > 1 && !v.ll128 ? RAIL_TUNER_FABRIC_TCP : RAIL_TUNER_FABRIC_UNKNOWN;
+}
+
+/* A note where the fabric planned for is not the one the plugin will decide
+ * with, and the line that tells it; NULL otherwise. */
 static const char *plan_fabric_note(const struct rail_tuner_shape *s,
                                     const struct rail_tuner_rules *rules, char *buf, size_t len) {
   int planned = s->socket ? RAIL_TUNER_FABRIC_TCP : s->fabric;
   int declared = rules ? rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
-  /* An unnamed fabric is modelled as InfiniBand. */
-  int runtime = declared ? declared : RAIL_TUNER_FABRIC_IB;
+  int runtime = plan_runtime_fabric(s, rules);
 
+  /* An unnamed fabric is modelled as InfiniBand. */
+  if (runtime == RAIL_TUNER_FABRIC_UNKNOWN) runtime = RAIL_TUNER_FABRIC_IB;
   if (s->nodes < 2 || planned == runtime || planned == RAIL_TUNER_FABRIC_UNKNOWN) return NULL;
-  snprintf(buf, len,
-           "this plan is for %s; the plugin sees the fabric only through NCCL_RAIL_TUNER_FILE, "
-           "which %s: add the line \"fabric %s\" to that file on every node",
-           rail_tuner_fabric_name(planned),
-           declared ? "names another" : "does not name one (InfiniBand-class assumed)",
-           rail_tuner_fabric_name(planned));
+  if (declared)
+    snprintf(buf, len,
+             "this plan is for %s; NCCL_RAIL_TUNER_FILE names another fabric: make its line "
+             "\"fabric %s\" on every node",
+             rail_tuner_fabric_name(planned), rail_tuner_fabric_name(planned));
+  else if (runtime == RAIL_TUNER_FABRIC_TCP)
+    snprintf(buf, len,
+             "this plan is for %s; NCCL's table will show no LL128 across nodes (PCIe between "
+             "the GPUs, or no GPUDirect RDMA), which the plugin takes for sockets: add the line "
+             "\"fabric %s\" to NCCL_RAIL_TUNER_FILE on every node",
+             rail_tuner_fabric_name(planned), rail_tuner_fabric_name(planned));
+  else
+    snprintf(buf, len,
+             "this plan is for %s; the plugin sees the fabric only through NCCL_RAIL_TUNER_FILE, "
+             "which does not name one (InfiniBand-class assumed): add the line \"fabric %s\" to "
+             "that file on every node",
+             rail_tuner_fabric_name(planned), rail_tuner_fabric_name(planned));
   return buf;
 }
 
@@ -632,8 +675,7 @@ static int plan_print_json(const struct plan_out *p) {
   json_shape(&j, p->s);
   rail_json_bool(&j, "tuner_active", p->note == NULL);
   rail_json_str(&j, "rules", p->rules ? p->rules->path : NULL);
-  rail_json_str(&j, "runtime_fabric",
-                rail_tuner_fabric_name(p->rules ? p->rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN));
+  rail_json_str(&j, "runtime_fabric", rail_tuner_fabric_name(plan_runtime_fabric(p->s, p->rules)));
   rail_json_str(&j, "note", p->note);
   rail_json_str(&j, "fabric_note", p->fabric_note);
   rail_json_array(&j, "collectives", RAIL_JSON_BLOCK);
@@ -708,6 +750,7 @@ int rail_cmd_plan(int argc, char **argv) {
     return 0;
   }
   if (rc != 0) return rc;
+  if (o.validate) return rail_plan_validate(o.json, o.misses);
   if (o.input != NULL && rail_topo_load_file(o.input, &loaded) != 0) {
     fprintf(stderr, "nccl-rail plan: no topology from %s\n", o.input);
     return 1;

@@ -14,17 +14,18 @@
 /* What each fabric does to the model. hop_us: transport latency per network
  * hop beyond NCCL's constants (which are InfiniBand's); nic: the share of
  * line rate NCCL gets; tree: Tree's network efficiency against NCCL's tree
- * formula; nvlstree: NVLSTree's network stage against the rails; level_us:
- * what each NVLSTree level costs beyond NCCL's hop (forwarding whole
- * chunks); tree_factors: NCCL's per-size Tree factors hold for every
- * protocol (1), or only for LL (0); alone: with one GPU a node, a ring's
- * LL, LL128's and Tree's shares of NCCL's rates across nodes (Tree's on top
- * of the tree share) and PAT's share of the network rate. docs/tuning.md, "Per-fabric
- * constants", names the measurement behind each number; fabrics without
- * published forced-algorithm runs take InfiniBand's, and InfiniBand takes
- * NCCL's. */
+ * formula; nvlstree: NVLSTree's network stage against the rails;
+ * nvlstree_reported_us: > 0 where NVLSTree's levels pay NCCL's own hop with
+ * the latency the net plugin reports (read from NCCL's table) instead of
+ * hop_us, this value where no table shows one; tree_factors: NCCL's per-size
+ * Tree factors hold for every protocol (1), or only for LL (0); alone: with
+ * one GPU a node, a ring's LL, LL128's and Tree's shares of NCCL's rates
+ * across nodes (Tree's on top of the tree share) and PAT's share of the
+ * network rate. docs/tuning.md, "Per-fabric constants", names the
+ * measurement behind each number; fabrics without published forced-algorithm
+ * runs take InfiniBand's, and InfiniBand takes NCCL's. */
 struct fabric_params {
-  double hop_us, nic, tree, nvlstree, level_us;
+  double hop_us, nic, tree, nvlstree, nvlstree_reported_us;
   int tree_factors;
   struct {
     double ll, ll128, tree, pat;
@@ -36,6 +37,8 @@ static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
     [RAIL_TUNER_FABRIC_TCP] = {20.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
     [RAIL_TUNER_FABRIC_ROCE] = {0.0, 0.86, 1.0, 0.84, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
     [RAIL_TUNER_FABRIC_IB] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
+    /* 35 us: what aws-ofi-nccl reports to NCCL on P5en, P6-B200 and
+     * P6-B300 (src/platform-aws.cpp; 75 on P5/P5e). */
     [RAIL_TUNER_FABRIC_EFA] = {18.0, 0.96, 0.74, 0.9, 35.0, 0, {0.4, 0.65, 0.35, 0.4}},
     [RAIL_TUNER_FABRIC_LIBFABRIC] = {0.0, 0.98, 1.0, 0.96, 0.0, 1, {1.0, 1.0, 1.0, 0.75}},
 };
@@ -61,6 +64,14 @@ static const struct fabric_params fabrics[RAIL_TUNER_FABRIC_COUNT] = {
 /* Channels a view from a shape assumes (Hopper's ring and NVLS counts);
  * they only size NCCL's per-channel caps, which do not bind at this count. */
 #define VIEW_CHANNELS 16
+/* A tree's chunk per channel is one step of its protocol's buffer
+ * (calcCollChunking, src/enqueue.cc v2.30.7), each buffer split into
+ * NCCL_STEPS = 8 steps (src/init.cc, src/include/device.h): LL's 512 KiB
+ * (8 lines of 16 B a thread, 512 threads) carries half its bytes as data,
+ * LL128's 4,915,200 B (120 words a thread, 640 threads) 15 words of 16. */
+#define TREE_LL_CHUNK (524288.0 / 8 / 2)
+#define TREE_LL128_CHUNK (4915200.0 / 8 * 15 / 16)
+#define TREE_MAX_CHANNELS 16
 
 /* ---- names -------------------------------------------------------------- */
 
@@ -291,14 +302,28 @@ void rail_tuner_nccl_view(const struct rail_tuner_shape *s, double latency_inter
 /* ---- bandwidths --------------------------------------------------------- */
 
 /* NCCL's LL ceilings: by GPU generation on one node, by CPU across nodes
- * (Intel's row). NCCL's own constants double the one-node ceiling from
- * Hopper to Blackwell (141 to 282 GB/s); the doubling is taken to hold
- * across nodes too, where NCCL indexes by CPU only. */
+ * (Intel's row: 39 GB/s on two nodes, 20.4 beyond). NCCL's own constants
+ * double the one-node ceiling from Hopper to Blackwell (141 to 282 GB/s);
+ * the doubling is taken to hold across nodes too, where NCCL indexes by CPU
+ * only. */
 static double ll_cap(const struct rail_tuner_shape *s) {
   static const double one_node[4] = {39.0, 87.7, 141.0, 282.0};
   int cc = rail_nccl_cc_of(s->sm);
   if (!multi_node(s)) return one_node[cc];
   return (s->nodes == 2 ? 39.0 : 20.4) * (cc == RAIL_NCCL_CC_BLACKWELL ? 2 : 1);
+}
+
+/* A ring's LL beyond two nodes on Hopper: NCCL's CPU rows predate Hopper's
+ * hosts, and P5en's rings hand over from LL to LL128 (AllGather,
+ * ReduceScatter, 4 to 128 nodes) where a ceiling of RING_LL_HOPPER_BEYOND_TWO
+ * puts them, while its trees hand over where NCCL's 20.4 does (docs/tuning.md,
+ * "Per-fabric constants": fitted on P5en, validated on Scitix's InfiniBand
+ * table). */
+#define RING_LL_HOPPER_BEYOND_TWO 34.0
+static double ring_ll_cap(const struct rail_tuner_shape *s) {
+  if (s->nodes > 2 && rail_nccl_cc_of(s->sm) == RAIL_NCCL_CC_HOPPER)
+    return RING_LL_HOPPER_BEYOND_TWO;
+  return ll_cap(s);
 }
 
 static int nsteps_of(int coll, int n) {
@@ -316,7 +341,7 @@ static double alone(const struct rail_tuner_shape *s, double share) {
 static double ring_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_proto p) {
   double bus = ring_bus(s);
   if (p == RAIL_PROTO_LL)
-    bus = fmin(bus * 0.5, ll_cap(s)) * alone(s, fabric_of(s)->alone.ll);
+    bus = fmin(bus * 0.5, ring_ll_cap(s)) * alone(s, fabric_of(s)->alone.ll);
   else if (p == RAIL_PROTO_LL128)
     bus *= 0.92 * alone(s, fabric_of(s)->alone.ll128);
   /* Bus to algorithm bandwidth: each rank moves nsteps/n of the buffer.
@@ -350,6 +375,61 @@ static double tree_algbw(const struct rail_tuner_shape *s, enum rail_proto p, si
   if (p == RAIL_PROTO_LL || fabric_of(s)->tree_factors)
     raw *= rail_nccl_size_factor(v, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, p, nbytes);
   return raw / 2;
+}
+
+/* floor(log2(nodes)), NCCL's log2i: a tree's levels across nodes. */
+static int log2_nodes(const struct rail_tuner_shape *s) {
+  int r = 0;
+  for (int n = s->nodes; n > 1; n >>= 1)
+    r++;
+  return r;
+}
+
+/* The channels a tree runs on (comm->nChannels): NCCL's search puts a
+ * channel through each GPU's NIC on an HGX (one per GPU), doubles four or
+ * fewer (ncclTopoDupChannels, src/graph/search.cc), and ncclTopoPostset
+ * doubles them again for the second of its two trees
+ * (src/graph/connect.cc): 16 with 8 GPUs a node, 4 with one. */
+static int tree_channels(const struct rail_tuner_shape *s) {
+  int g = s->gpus_per_node, c = g <= 4 ? 4 * g : 2 * g;
+  return c < TREE_MAX_CHANNELS ? c : TREE_MAX_CHANNELS;
+}
+
+/* NCCL's chunk for a tree of LL or LL128 (calcCollChunking): one step, and
+ * for LL128 halved until each channel has about 64/ppn chunks per level
+ * the tree is deep (nstepsLL128 = 1 + log2 N + ppn/10), down to 128 KiB,
+ * then 16/ppn down to 32 KiB; never more than a channel's share. */
+static double tree_chunk(const struct rail_tuner_shape *s, enum rail_proto p, size_t nbytes,
+                         int nch) {
+  double ppn = (double)s->ranks / s->nodes, steps = 1 + log2_nodes(s) + 0.1 * ppn;
+  size_t chunk = p == RAIL_PROTO_LL ? (size_t)TREE_LL_CHUNK : (size_t)TREE_LL128_CHUNK;
+
+  if (p == RAIL_PROTO_LL128) {
+    while ((double)(nbytes / ((size_t)nch * chunk)) < steps * 64 / ppn && chunk > 131072)
+      chunk /= 2;
+    while ((double)(nbytes / ((size_t)nch * chunk)) < steps * 16 / ppn && chunk > 32768)
+      chunk /= 2;
+  }
+  return fmin((double)chunk, (double)nbytes / nch);
+}
+
+/* A tree's pipeline fill across nodes, us: its network proxies forward
+ * whole chunks, so the first chunk of every channel crosses the 2 log2 N
+ * levels (up, then down) one after the other, (2 log2 N - 1) chunks at the
+ * tree's network rate beyond the bandwidth term. LL and LL128 only: their
+ * lines stream inside the node, and NCCL sizes LL128's chunk by the tree's
+ * depth itself. Simple's mid-size loss stays NCCL's per-size factor where it
+ * holds; on EFA, P5en and P6-B300 measure Tree/Simple winning where its
+ * 512 KiB to 1 MiB steps would forbid it (docs/tuning.md). */
+static double tree_fill_us(const struct rail_tuner_shape *s, enum rail_proto p, size_t nbytes) {
+  int nch = tree_channels(s), levels = 2 * log2_nodes(s);
+  double chunk;
+
+  if (!multi_node(s) || p == RAIL_PROTO_SIMPLE || nbytes == 0 || !(tree_graph_bw(s) > 0)) return 0;
+  chunk = tree_chunk(s, p, nbytes, nch);
+  /* On the wire: LL's flags double it, LL128's take one word of 16. */
+  chunk *= p == RAIL_PROTO_LL ? 2.0 : 16.0 / 15.0;
+  return (levels - 1) * chunk * nch / (tree_graph_bw(s) * 1e3);
 }
 
 /* NVLink SHARP inside one node: the switch reduces and multicasts, so each
@@ -402,6 +482,12 @@ static double collnet_algbw(const struct rail_tuner_shape *s, enum rail_coll col
   return fmin(intra, net);
 }
 
+/* What an entry pays beyond latency + bytes / bandwidth, us. */
+static double model_fill_us(const struct rail_tuner_shape *s, enum rail_algo a, enum rail_proto p,
+                            size_t nbytes) {
+  return a == RAIL_ALGO_TREE ? tree_fill_us(s, p, nbytes) : 0;
+}
+
 /* The model's algorithm bandwidth for one entry, GB/s. */
 static double model_algbw(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo a,
                           enum rail_proto p, size_t nbytes, const struct rail_nccl_view *v) {
@@ -424,18 +510,27 @@ static double model_algbw(const struct rail_tuner_shape *s, enum rail_coll coll,
 /* ---- costs -------------------------------------------------------------- */
 
 /* The model's latency: NCCL's formula with the shape's extra per-hop
- * latency, and three corrections. NVLSTree levels forward whole chunks, a
- * cost on fabrics that pay for it (NVIDIA/nccl PR #1112 shows the chunk per
- * level matters). NCCL charges a ring Broadcast/Reduce one hop; its first
- * chunk crosses every rank of the chain, as an AllGather's does. NCCL's
- * x1.4 "plateau" of multi-node ring Simple AllReduce is left out: with it
- * the P5en measurements (docs/tuning.md) are not met, without it they are. */
+ * latency, and three corrections. On EFA NVLSTree's levels pay NCCL's own
+ * hop with the latency the net plugin reports (aws-ofi-nccl's, as NCCL's
+ * table shows it; twice a level, a chunk's send and its flush) where rings
+ * and trees pay AWS's 18 us: P5en's regions put NVLSTree's crossovers there
+ * and P5's, at 75 us, confirm it (docs/tuning.md). NCCL
+ * charges a ring Broadcast/Reduce one hop; its first chunk crosses every
+ * rank of the chain, as an AllGather's does. NCCL's x1.4 "plateau" of
+ * multi-node ring Simple AllReduce is left out: with it the P5en
+ * measurements (docs/tuning.md) are not met, without it they are. */
 static double model_latency(const struct rail_tuner_shape *s, enum rail_coll coll, enum rail_algo a,
-                            enum rail_proto p, size_t nbytes, int pipe_ops,
-                            const struct rail_nccl_view *v) {
+                            enum rail_proto p, int pipe_ops, const struct rail_nccl_view *v) {
   int chain = a == RAIL_ALGO_RING && (coll == RAIL_COLL_BROADCAST || coll == RAIL_COLL_REDUCE);
-  double lat = rail_nccl_latency(v, chain ? RAIL_COLL_ALLGATHER : coll, a, p);
-  if (a == RAIL_ALGO_NVLS_TREE) lat += 2 * floor(log2((double)s->nodes)) * fabric_of(s)->level_us;
+  double reported = fabric_of(s)->nvlstree_reported_us, lat;
+
+  if (a == RAIL_ALGO_NVLS_TREE && reported > 0) {
+    struct rail_nccl_view w = *v;
+    w.latency_inter_us = s->nccl_latency_us > 0 ? s->nccl_latency_us : reported;
+    lat = rail_nccl_latency(&w, coll, a, p);
+  } else {
+    lat = rail_nccl_latency(v, chain ? RAIL_COLL_ALLGATHER : coll, a, p);
+  }
   return lat * rail_nccl_lat_count(a, pipe_ops);
 }
 
@@ -461,9 +556,10 @@ static int cost_args_ok(const struct rail_tuner_shape *s, enum rail_coll coll, e
 }
 
 static void finish_cost(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
-                        double lat, double bw_time, struct rail_tuner_cost *out) {
+                        double lat, double fill, double bw_time, struct rail_tuner_cost *out) {
   out->latency_us = lat;
-  out->time_us = lat + bw_time;
+  out->fill_us = fill;
+  out->time_us = lat + fill + bw_time;
   /* GB/s = 1e3 bytes per microsecond. */
   out->algbw_gbs = bw_time > 0 ? (double)nbytes / (bw_time * 1e3) : HUGE_VAL;
   out->busbw_gbs =
@@ -481,8 +577,8 @@ int rail_tuner_cost(const struct rail_tuner_shape *s, enum rail_coll coll, enum 
   rail_tuner_nccl_view(s, s->net_latency_us, &v);
   bw = model_algbw(s, coll, algo, proto, nbytes, &v);
   if (!(bw > 0)) return -ENOTSUP;
-  finish_cost(s, coll, nbytes, model_latency(s, coll, algo, proto, nbytes, pipe_ops, &v),
-              (double)nbytes / (bw * 1e3), out);
+  finish_cost(s, coll, nbytes, model_latency(s, coll, algo, proto, pipe_ops, &v),
+              model_fill_us(s, algo, proto, nbytes), (double)nbytes / (bw * 1e3), out);
   return 0;
 }
 
@@ -513,8 +609,8 @@ int rail_tuner_cost_observed(const struct rail_tuner_shape *s, enum rail_coll co
     left *= nccl_bw / bw;
   else
     left = (double)nbytes / (bw * 1e3);
-  finish_cost(s, coll, nbytes, model_latency(s, coll, algo, proto, nbytes, pipe_ops, &ours), left,
-              out);
+  finish_cost(s, coll, nbytes, model_latency(s, coll, algo, proto, pipe_ops, &ours),
+              model_fill_us(s, algo, proto, nbytes), left, out);
   return 0;
 }
 

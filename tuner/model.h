@@ -129,9 +129,11 @@ int rail_tuner_supported(const struct rail_tuner_shape *shape, enum rail_coll co
 
 struct rail_tuner_cost {
   double latency_us; /* the size-independent part, times NCCL's latency count */
-  double algbw_gbs;  /* bytes / (time - latency) */
-  double time_us;    /* latency_us + nbytes / algbw */
+  double algbw_gbs;  /* the steady rate: bytes / (time - latency - fill) */
+  double time_us;    /* latency_us + fill_us + nbytes / algbw */
   double busbw_gbs;  /* nccl-tests bus bandwidth at this size, from time_us */
+  double fill_us;    /* the pipeline's fill (a tree's first chunks crossing its levels), 0 for
+                      * most entries */
 };
 
 /* Predicted cost of one collective of nbytes (NCCL's convention: the total

@@ -213,6 +213,28 @@ static double latency_from_table(const struct rail_nccl_view *v0, size_t nbytes,
   return lat;
 }
 
+/* 1 where NCCL's table says the network is host-staged: a job across nodes
+ * in which NCCL enabled no LL128 entry but some other entry. NCCL disables
+ * LL128 where its graphs' GPU-to-NIC path is beyond PXB (PXN from Hopper on;
+ * src/graph/tuning.cc, 2.21 to 2.31), and the path runs through the CPU
+ * (PHB or SYS) wherever the NIC cannot take GPU memory
+ * (src/graph/paths.cc): this plugin's socket transport reports host
+ * pointers only, as NCCL's own socket transport and RDMA without
+ * GPUDirect do. NCCL maximises the path type over ranks (src/init.cc), so
+ * one such rank turns LL128 off in every rank's table: the reading is the
+ * same on every rank by construction. PCIe between the GPUs turns LL128 off
+ * too (typeIntra beyond NVB), and reads the same way. */
+static int host_staged(size_t nnodes, const float (*t)[RAIL_PROTO_COUNT]) {
+  int other = 0;
+
+  if (nnodes < 2) return 0;
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++) {
+    if (t[a][RAIL_PROTO_LL128] >= 0) return 0;
+    other |= t[a][RAIL_PROTO_LL] >= 0 || t[a][RAIL_PROTO_SIMPLE] >= 0;
+  }
+  return other;
+}
+
 int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t nbytes, int pipe_ops,
                                 const float (*t)[RAIL_PROTO_COUNT], int fabric,
                                 struct rail_tuner_shape *out) {
@@ -227,6 +249,8 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
   s.nodes = (int)nnodes;
   s.ranks = (int)nranks;
   s.gpus_per_node = (int)(nranks / nnodes);
+  /* Undeclared, a host-staged network is taken for sockets. */
+  if (fabric == RAIL_TUNER_FABRIC_UNKNOWN && host_staged(nnodes, t)) fabric = RAIL_TUNER_FABRIC_TCP;
   s.fabric = fabric;
   s.socket = fabric == RAIL_TUNER_FABRIC_TCP;
   s.net_latency_us = rail_tuner_fabric_latency_us(fabric, s.socket);

@@ -47,8 +47,12 @@ int rail_tuner_shape_from_topo(const struct rail_topo *topo, const char *transpo
 /* The shape every rank holds for one call: NCCL's arguments, what its table
  * enables (NVLS, CollNet, LL128, hence NVLink), the ring and tree
  * bandwidths its times encode (tuner/nccl_model.h: NCCL's latency taken
- * off, its protocol factors divided out), and fabric as the site declared it
- * (RAIL_TUNER_FABRIC_UNKNOWN when it did not). table is NCCL's
+ * off, its protocol factors divided out), and fabric as the site declared it.
+ * Undeclared (RAIL_TUNER_FABRIC_UNKNOWN), a job across nodes whose table has
+ * no LL128 entry is taken to run over sockets (RAIL_TUNER_FABRIC_TCP): NCCL
+ * turns LL128 off on every rank where one rank's network takes host memory
+ * only, as this plugin's socket transport does (docs/tuning.md, "The
+ * fabric"); otherwise it stays UNKNOWN (InfiniBand-class). table is NCCL's
  * float[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT]. */
 int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t nbytes, int pipe_ops,
                                 const float (*table)[RAIL_PROTO_COUNT], int fabric,

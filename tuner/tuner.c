@@ -131,27 +131,49 @@ static int stays_out(size_t nranks, const struct rail_tuner_env *env) {
   return nranks < 2; /* NCCL has one entry left; nothing to choose */
 }
 
+static int pcie_between_gpus(const struct rail_tuner_shape *s) {
+  return s->gpus_per_node > 1 && s->intra == RAIL_TUNER_INTRA_PCIE;
+}
+
+/* An RDMA network NCCL's table cannot tell apart: another fabric than
+ * InfiniBand (the class an undeclared fabric is modelled as), or
+ * InfiniBand-class RDMA whose table reads as sockets for want of LL128. */
+static int fabric_hint_needed(const struct rail_tuner_shape *s) {
+  if (s->socket) return 0;
+  return s->fabric != RAIL_TUNER_FABRIC_IB || pcie_between_gpus(s);
+}
+
 /* What this node is and what the decisions use, at INFO. Where the node
- * knows its fabric and the rules file does not declare it, say how to. */
+ * knows a fabric NCCL's table cannot show and the rules file does not
+ * declare it, say how to. Sockets need no line: NCCL's table shows them
+ * (shape.h, rail_tuner_shape_from_table). */
 static void explain(const struct rail_tuner_ctx *ctx) {
   char buf[256];
   const char *declared = ctx->rules && ctx->rules->fabric ? ctx->rules->path : NULL;
 
-  if (ctx->have_local)
+  if (ctx->have_local && declared)
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
               "tuner: this node: %s; decisions come from NCCL's cost table, the same on every "
-              "rank, fabric %s%s%s",
+              "rank, fabric %s from %s",
               rail_tuner_shape_str(&ctx->local, buf, sizeof(buf)),
-              rail_tuner_fabric_name(ctx->fabric), declared ? " from " : " (not declared)",
-              declared ? declared : "");
-  if (ctx->have_local && ctx->nnodes > 1 && !declared && ctx->local.fabric != ctx->fabric &&
+              rail_tuner_fabric_name(ctx->fabric), declared);
+  else if (ctx->have_local)
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
+              "tuner: this node: %s; decisions come from NCCL's cost table, the same on every "
+              "rank, fabric not declared: sockets where the table has no LL128 across nodes, "
+              "InfiniBand-class otherwise",
+              rail_tuner_shape_str(&ctx->local, buf, sizeof(buf)));
+  if (ctx->have_local && ctx->nnodes > 1 && !declared && fabric_hint_needed(&ctx->local) &&
       once(&told_fabric))
-    RAIL_INFO(
-        RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
-        "tuner: this node's network is %s%s, which NCCL's table cannot show; add the line "
-        "\"fabric %s\" to the NCCL_RAIL_TUNER_FILE of every node to let the tuner use it",
-        rail_tuner_fabric_name(ctx->local.fabric), ctx->local.socket ? " over sockets" : "",
-        rail_tuner_fabric_name(ctx->local.socket ? RAIL_TUNER_FABRIC_TCP : ctx->local.fabric));
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
+              "tuner: this node's network is %s over RDMA, which NCCL's table cannot show%s; add "
+              "the line \"fabric %s\" to the NCCL_RAIL_TUNER_FILE of every node to let the tuner "
+              "use it",
+              rail_tuner_fabric_name(ctx->local.fabric),
+              pcie_between_gpus(&ctx->local) ? " (PCIe between its GPUs: no LL128, which reads as "
+                                               "sockets)"
+                                             : "",
+              rail_tuner_fabric_name(ctx->local.fabric));
 }
 
 int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env *env,

@@ -54,8 +54,9 @@ int rail_tuner_active(const struct rail_tuner_ctx *ctx);
 /* This node's shape from its machine model (what the INFO line explains),
  * or NULL when the model cannot describe the job. Never used to decide. */
 const struct rail_tuner_shape *rail_tuner_local_shape(const struct rail_tuner_ctx *ctx);
-/* The fabric decisions use: the rules file's "fabric" line, else
- * RAIL_TUNER_FABRIC_UNKNOWN. */
+/* The fabric the site declared: the rules file's "fabric" line, else
+ * RAIL_TUNER_FABRIC_UNKNOWN, which each decision reads from NCCL's table
+ * (sockets where it has no LL128 across nodes; shape.h). */
 int rail_tuner_fabric(const struct rail_tuner_ctx *ctx);
 
 /* Chooses for one collective: a matching site rule if NCCL has its entry,

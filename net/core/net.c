@@ -188,6 +188,14 @@ int rail_net_get_props(int dev, struct rail_net_props *props) {
   p.reg_is_global = 1;
   p.speed_mbps = d->speed_mbps;
   p.port = 0;
+  /* 0 on every transport. NCCL adds the latency to its network hops (graph
+   * latencyInter, src/graph/search.cc and tuning.cc) but never agrees it
+   * across ranks (src/init.cc, 2.21 to 2.31): a node on sockets reporting
+   * more than its verbs peers would build other tables, and NCCL's own
+   * choice, or the tuner's, could differ between ranks. Sockets reach the
+   * tuner through what NCCL does agree: host pointers only (ptr_support)
+   * turn LL128 off across nodes on every rank (docs/tuning.md, "The
+   * fabric"). */
   p.latency_us = 0;
   p.max_comms = 65536;
   p.max_recvs = d->transport->max_recvs > 0 ? d->transport->max_recvs : 1;

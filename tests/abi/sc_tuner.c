@@ -30,14 +30,18 @@
 #define NENTRIES (NCCL_NUM_ALGORITHMS_2_23 * NCCL_NUM_PROTOCOLS)
 
 /* The table of one call, the same in both processes. Pattern 3 has every
- * entry off (what NCCL 2.31's symmetric-kernel scheduler passes). */
+ * entry off (what NCCL 2.31's symmetric-kernel scheduler passes); pattern 1
+ * has no LL128 (what NCCL shows where a rank's network is host-staged, which
+ * the tuner reads as sockets with no rules file). */
 static int call_table(uint64_t seed, int call, float *t) {
   uint64_t s = seed ^ ((uint64_t)call * 0x9e3779b97f4a7c15ull);
   int pattern = call % TUNER_PATTERNS;
 
   for (int i = 0; i < NENTRIES; i++) {
     uint64_t r = harness_splitmix(&s);
-    t[i] = pattern == 3 || r % 3 == 0 ? -1.0f : 5.0f + (float)(r >> 40) / 1e3f;
+    int off =
+        pattern == 3 || r % 3 == 0 || (pattern == 1 && i % NCCL_NUM_PROTOCOLS == NCCL_PROTO_LL128);
+    t[i] = off ? -1.0f : 5.0f + (float)(r >> 40) / 1e3f;
   }
   return pattern == 2 ? 0 : 1 + (int)(harness_splitmix(&s) % 4); /* numPipeOps */
 }

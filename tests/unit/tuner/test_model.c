@@ -9,6 +9,7 @@
 #include "tests/unit/test.h"
 #include "tests/unit/tuner/tests.h"
 #include "tuner/model.h"
+#include "tuner/nccl_model.h"
 #include "tuner/shape.h"
 
 /* ---- limits ------------------------------------------------------------- */
@@ -300,9 +301,41 @@ void nvlink_speed_follows_the_gpu_generation(void) {
 }
 
 /* The fabric changes the model where measurements say it does: EFA's hop
- * cost, its tree efficiency, its NVLSTree level cost, and its LL128 and PAT
+ * cost, its tree efficiency, its NVLSTree levels, and its LL128 and PAT
  * rates at one GPU a node; TCP's hop cost over
  * sockets; InfiniBand-class fabrics none of them. */
+/* A ring's LL across nodes runs at NCCL's LL ceiling where the network is
+ * faster: Intel's row (39 GB/s on two nodes, 20.4 beyond), doubled on
+ * Blackwell, and on Hopper beyond two nodes the ceiling fitted on P5en's
+ * hand-overs to LL128 (docs/tuning.md); a tree's LL keeps NCCL's. */
+void ll_ceiling_by_generation_and_scale(void) {
+  static const struct {
+    int nodes, sm;
+    double ceiling;
+  } cases[] = {{2, 90, 39.0}, {4, 90, 34.0}, {16, 90, 34.0}, {4, 80, 20.4},
+               {2, 80, 39.0}, {4, 70, 20.4}, {4, 100, 40.8}, {2, 100, 78.0}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct rail_tuner_shape s = tt_shape(cases[i].nodes, 8, 8, 400);
+    struct rail_tuner_cost c;
+    int n = s.ranks;
+    s.sm = cases[i].sm;
+    tt_cost(&s, RAIL_COLL_ALLGATHER, RAIL_ALGO_RING, RAIL_PROTO_LL, (size_t)1 << 30, &c);
+    if (fabs(c.algbw_gbs - cases[i].ceiling * n / (n - 1)) > 1e-6) {
+      fprintf(stderr, "  %d nodes, sm %d: ring LL %.3f GB/s, want %.3f\n", cases[i].nodes,
+              cases[i].sm, c.algbw_gbs, cases[i].ceiling * n / (n - 1));
+      CHECK(0);
+    }
+  }
+  {
+    struct rail_tuner_shape h = tt_shape(4, 8, 8, 400);
+    struct rail_tuner_cost c;
+    h.sm = 90;
+    /* Beyond NCCL's per-size factors (1 at 1 GiB), a tree's LL is NCCL's 20.4. */
+    tt_cost(&h, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL, (size_t)1 << 30, &c);
+    CHECK(fabs(c.algbw_gbs - 20.4 / 2) < 1e-6);
+  }
+}
+
 void fabric_sets_hop_cost_and_efficiencies(void) {
   struct rail_tuner_shape ib = tt_shape(16, 8, 8, 400), efa = ib, roce = ib, sock = ib;
   struct rail_tuner_cost ci, ce, cr;
@@ -321,10 +354,11 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
   tt_cost(&efa, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &ce);
   tt_cost(&roce, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &cr);
   CHECK(ce.algbw_gbs < cr.algbw_gbs && cr.algbw_gbs < ci.algbw_gbs);
-  /* NVLSTree's fixed cost: each EFA level forwards a whole chunk. */
+  /* NVLSTree's levels on EFA pay aws-ofi-nccl's reported latency, twice
+   * (the send and its flush): 35 us where no table shows one. */
   tt_cost(&ib, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE, 0, &ci);
   tt_cost(&efa, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE, 0, &ce);
-  CHECK(ce.latency_us > ci.latency_us + 2 * 4 * 35.0);
+  CHECK(fabs(ce.latency_us - ci.latency_us - 2 * 4 * 2 * 35.0) < 1e-9);
   /* Sockets: no LL128 across nodes. */
   CHECK(!rail_tuner_supported(&sock, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128));
   /* One GPU a node: EFA's ring LL at 0.4 of InfiniBand's (both at NCCL's LL
@@ -333,7 +367,7 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
    * InfiniBand keeps NCCL's 0.75; with 8 GPUs a node LL and LL128 keep
    * NCCL's rates on both. */
   {
-    struct rail_tuner_shape ib1 = tt_shape(16, 1, 2, 200), efa1 = ib1;
+    struct rail_tuner_shape ib1 = tt_shape(16, 1, 8, 400), efa1 = ib1;
     struct rail_tuner_cost c1, c2;
     ib1.fabric = RAIL_TUNER_FABRIC_IB;
     efa1.fabric = RAIL_TUNER_FABRIC_EFA;
@@ -348,9 +382,9 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
     CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 0.4) < 1e-6);
     tt_cost(&ib1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c1);
     tt_cost(&efa1, RAIL_COLL_ALLGATHER, RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE, (size_t)1 << 32, &c2);
-    CHECK(fabs(c1.algbw_gbs - 2 * 200 / 8.0 * 0.98 * 0.75) < 1e-6);
-    CHECK(fabs(c2.algbw_gbs - 2 * 200 / 8.0 * 0.96 * 0.4) < 1e-6);
-    ib1 = tt_shape(16, 8, 2, 200); /* the network binds, not NVLink */
+    CHECK(fabs(c1.algbw_gbs - 8 * 400 / 8.0 * 0.98 * 0.75) < 1e-6);
+    CHECK(fabs(c2.algbw_gbs - 8 * 400 / 8.0 * 0.96 * 0.4) < 1e-6);
+    ib1 = tt_shape(16, 8, 4, 200); /* the network binds, not NVLink */
     efa1 = ib1;
     ib1.fabric = RAIL_TUNER_FABRIC_IB;
     efa1.fabric = RAIL_TUNER_FABRIC_EFA;
@@ -361,6 +395,86 @@ void fabric_sets_hop_cost_and_efficiencies(void) {
     tt_cost(&efa1, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL, (size_t)1 << 32, &c2);
     CHECK(fabs(c2.algbw_gbs / c1.algbw_gbs - 1.0) < 1e-6); /* both at the LL ceiling */
   }
+}
+
+/* A tree's pipeline fill across nodes (docs/tuning.md, "Pipeline fill"):
+ * the first chunk of each of its 16 channels (8 GPUs a node) crosses the
+ * 2 log2 N network levels in turn, so Tree/LL and Tree/LL128 pay
+ * (2 log2 N - 1) chunks at the tree's network rate beyond their bandwidth
+ * term, with NCCL's chunk: LL128's 576,000 B halved by the tree's depth
+ * (calcCollChunking). Simple pays none, and neither does one node. */
+void tree_fill_per_network_level(void) {
+  struct rail_tuner_shape n4 = tt_shape(4, 8, 4, 200), n16 = tt_shape(16, 8, 4, 200);
+  struct rail_tuner_shape one = tt_shape(1, 8, 0, 0);
+  struct rail_tuner_cost c4, c16;
+  /* 4 x 200G at InfiniBand's 0.98, below NVLink: the tree's graph rate
+   * beyond two nodes. */
+  double rate = 4 * 200 / 8.0 * 0.98 * 1e3, wire;
+
+  /* 4 GiB: 466 chunks a channel on 16 nodes, more than the 46.4 NCCL wants
+   * (1 + 4 + 0.8 steps, x 64 / 8): the whole step, 614,400 B on the wire. */
+  tt_cost(&n16, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128, (size_t)1 << 32, &c16);
+  wire = 576000.0 * 16 / 15;
+  CHECK(fabs(c16.fill_us - 7 * wire * 16 / rate) < 1e-6);
+  CHECK(fabs(c16.time_us - c16.latency_us - c16.fill_us - 4294967296.0 / (c16.algbw_gbs * 1e3)) <
+        1e-6 * c16.time_us);
+  /* 64 MiB: NCCL halves the chunk to 72,000 B on 4 and on 16 nodes alike,
+   * and the rates match: what 16 nodes pay more is four more levels. */
+  tt_cost(&n4, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128, (size_t)64 << 20, &c4);
+  tt_cost(&n16, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128, (size_t)64 << 20, &c16);
+  wire = 72000.0 * 16 / 15;
+  CHECK(fabs(c4.fill_us - 3 * wire * 16 / rate) < 1e-6);
+  CHECK(fabs(c16.fill_us - 7 * wire * 16 / rate) < 1e-6);
+  CHECK(fabs((c16.time_us - c16.latency_us) - (c4.time_us - c4.latency_us) - 4 * wire * 16 / rate) <
+        1e-6);
+  /* LL: 32 KiB of data a step, twice that on the wire with its flags. */
+  tt_cost(&n16, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL, (size_t)1 << 30, &c16);
+  CHECK(fabs(c16.fill_us - 7 * 65536.0 * 16 / rate) < 1e-6);
+  /* Below a chunk a channel, the channel's share is the chunk. */
+  tt_cost(&n16, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL, 16384, &c16);
+  CHECK(fabs(c16.fill_us - 7 * 2048.0 * 16 / rate) < 1e-6);
+  tt_cost(&n16, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE, (size_t)1 << 30, &c16);
+  CHECK(c16.fill_us == 0);
+  tt_cost(&n16, RAIL_COLL_ALLREDUCE, RAIL_ALGO_RING, RAIL_PROTO_LL128, (size_t)1 << 30, &c16);
+  CHECK(c16.fill_us == 0);
+  tt_cost(&one, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_LL128, (size_t)1 << 30, &c16);
+  CHECK(c16.fill_us == 0);
+}
+
+/* On EFA NVLSTree's levels pay NCCL's own hop with the latency the net plugin
+ * reported (aws-ofi-nccl: 35 us on P5en, 75 on P5), as NCCL's table has it;
+ * 35 us where no table shows one. InfiniBand keeps its own hop. */
+void nvlstree_levels_pay_the_reported_latency_on_efa(void) {
+  struct rail_tuner_shape efa = tt_shape(16, 8, 8, 400), ib = efa;
+  struct rail_nccl_view v;
+  struct rail_tuner_cost c35, c75, c0, ci;
+
+  efa.fabric = RAIL_TUNER_FABRIC_EFA;
+  efa.net_latency_us = rail_tuner_fabric_latency_us(RAIL_TUNER_FABRIC_EFA, 0);
+  ib.fabric = RAIL_TUNER_FABRIC_IB;
+  efa.nccl_latency_us = 35;
+  tt_cost(&efa, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE, 1 << 20, &c35);
+  rail_tuner_nccl_view(&efa, 35, &v);
+  CHECK(fabs(c35.latency_us - rail_nccl_latency(&v, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE,
+                                                RAIL_PROTO_SIMPLE)) < 1e-9);
+  efa.nccl_latency_us = 75;
+  tt_cost(&efa, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE, 1 << 20, &c75);
+  /* 8 levels on 16 nodes, each the send and its flush: 40 us more twice. */
+  CHECK(fabs(c75.latency_us - c35.latency_us - 8 * 2 * 40.0) < 1e-9);
+  efa.nccl_latency_us = 0;
+  tt_cost(&efa, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE, 1 << 20, &c0);
+  CHECK(fabs(c0.latency_us - c35.latency_us) < 1e-9);
+  /* Rings and trees on EFA keep its 18 us hop whatever the plugin reports. */
+  efa.nccl_latency_us = 75;
+  tt_cost(&efa, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE, 1 << 20, &c75);
+  efa.nccl_latency_us = 35;
+  tt_cost(&efa, RAIL_COLL_ALLREDUCE, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE, 1 << 20, &c35);
+  CHECK(c75.latency_us == c35.latency_us);
+  ib.nccl_latency_us = 75;
+  tt_cost(&ib, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE, 1 << 20, &ci);
+  rail_tuner_nccl_view(&ib, 0, &v);
+  CHECK(fabs(ci.latency_us - rail_nccl_latency(&v, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS_TREE,
+                                               RAIL_PROTO_SIMPLE)) < 1e-9);
 }
 
 /* With SHARP each node sends and receives the message once: CollNet wins

@@ -150,13 +150,32 @@ void plan_cli_site_knowledge_flags(void) {
                0);
   CHECK(strstr(out2, "collnet") == NULL);
 
+  /* Sockets need no line: NCCL's table shows them (no LL128 across nodes). */
   CHECK_EQ_INT(tt_run_plan("--nodes 4 --gpus-per-node 8 --nics 8 --nic-gbps 400 --fabric tcp "
                            "--collective allgather",
                            out, sizeof(out)),
                0);
   CHECK(strstr(out, "sockets") != NULL || strstr(out, "tcp") != NULL);
-  CHECK(strstr(out, "\"fabric tcp\"") != NULL); /* the line that tells the plugin */
-  CHECK(strstr(out, "ring/ll128") == NULL);     /* no LL128 over sockets */
+  CHECK(strstr(out, "note:") == NULL && strstr(out, "fabric tcp") == NULL);
+  CHECK(strstr(out, "ring/ll128") == NULL); /* no LL128 over sockets */
+  CHECK_EQ_INT(tt_run_plan("--nodes 4 --gpus-per-node 8 --nics 8 --nic-gbps 400 --fabric tcp "
+                           "--collective allgather --json",
+                           out, sizeof(out)),
+               0);
+  CHECK(strstr(out, "\"runtime_fabric\": \"tcp\"") != NULL);
+  CHECK(strstr(out, "\"fabric_note\": null") != NULL);
+  /* RoCE does need it (the line that tells the plugin), and so does RDMA
+   * between PCIe GPUs, whose table reads as sockets. */
+  CHECK_EQ_INT(tt_run_plan("--nodes 4 --gpus-per-node 8 --nics 8 --nic-gbps 400 --fabric roce "
+                           "--nvlink --collective allgather",
+                           out, sizeof(out)),
+               0);
+  CHECK(strstr(out, "\"fabric roce\"") != NULL);
+  CHECK_EQ_INT(tt_run_plan("--nodes 4 --gpus-per-node 8 --nics 8 --nic-gbps 400 --fabric ib "
+                           "--pcie --collective allgather",
+                           out, sizeof(out)),
+               0);
+  CHECK(strstr(out, "\"fabric ib\"") != NULL && strstr(out, "takes for sockets") != NULL);
 
   CHECK_EQ_INT(tt_run_plan("--gpus-per-node 8 --nvlink --gpu b200 --collective allreduce --json",
                            out, sizeof(out)),

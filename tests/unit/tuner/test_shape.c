@@ -296,3 +296,48 @@ void shape_from_table_reads_nccl_latency(void) {
     CHECK(a.nccl_latency_us == 0);
   }
 }
+
+/* NCCL's table shows a host-staged network (no LL128 across nodes, on every
+ * rank: NCCL maximises the GPU-to-NIC path type over ranks): undeclared,
+ * the shape is sockets with their hop; RDMA tables, one node, a table with
+ * nothing enabled and a declared fabric stay as they were. */
+void shape_from_table_sockets_from_ll128(void) {
+  struct rail_tuner_shape sock = tt_shape(4, 8, 1, 100), rdma = tt_shape(4, 8, 8, 400), a;
+  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+
+  sock.socket = 1;
+  sock.fabric = RAIL_TUNER_FABRIC_TCP;
+  for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
+    for (int l = 3; l <= 32; l += 4) {
+      size_t bytes = (size_t)1 << l;
+      tt_nccl_table(&sock, coll, bytes, 1, t);
+      CHECK_EQ_INT(rail_tuner_shape_from_table(32, 4, coll, bytes, 1, (const float(*)[3])t,
+                                               RAIL_TUNER_FABRIC_UNKNOWN, &a),
+                   0);
+      CHECK(a.fabric == RAIL_TUNER_FABRIC_TCP && a.socket &&
+            a.net_latency_us == RAIL_TUNER_SOCKET_LATENCY_US);
+      CHECK_EQ_INT(rail_tuner_shape_from_table(32, 4, coll, bytes, 1, (const float(*)[3])t,
+                                               RAIL_TUNER_FABRIC_IB, &a),
+                   0);
+      CHECK(a.fabric == RAIL_TUNER_FABRIC_IB && !a.socket);
+      tt_nccl_table(&rdma, coll, bytes, 1, t);
+      CHECK_EQ_INT(rail_tuner_shape_from_table(32, 4, coll, bytes, 1, (const float(*)[3])t,
+                                               RAIL_TUNER_FABRIC_UNKNOWN, &a),
+                   0);
+      CHECK(a.fabric == RAIL_TUNER_FABRIC_UNKNOWN && !a.socket);
+    }
+  /* One node has no network; a table with nothing on says nothing. */
+  sock.nodes = 1;
+  sock.ranks = 8;
+  tt_nccl_table(&sock, RAIL_COLL_ALLREDUCE, 1 << 20, 1, t);
+  CHECK_EQ_INT(rail_tuner_shape_from_table(8, 1, RAIL_COLL_ALLREDUCE, 1 << 20, 1,
+                                           (const float(*)[3])t, RAIL_TUNER_FABRIC_UNKNOWN, &a),
+               0);
+  CHECK(a.fabric == RAIL_TUNER_FABRIC_UNKNOWN);
+  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++)
+    (&t[0][0])[i] = -1.0f;
+  CHECK_EQ_INT(rail_tuner_shape_from_table(32, 4, RAIL_COLL_ALLREDUCE, 1 << 20, 1,
+                                           (const float(*)[3])t, RAIL_TUNER_FABRIC_UNKNOWN, &a),
+               0);
+  CHECK(a.fabric == RAIL_TUNER_FABRIC_UNKNOWN);
+}

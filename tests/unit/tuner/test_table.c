@@ -283,9 +283,9 @@ static void unlike_contexts(size_t nranks, size_t nnodes, struct rail_tuner_ctx 
 }
 
 /* Property: over random shapes, random enable patterns (every entry -1
- * among them), random numPipeOps (0 among them) and every collective, the
- * table is written only as it may be, and contexts on unlike machines write
- * it identically. */
+ * among them, and no LL128, which reads as sockets), random numPipeOps (0
+ * among them) and every collective, the table is written only as it may be,
+ * and contexts on unlike machines write it identically. */
 void table_random_shapes_and_patterns(void) {
   unsigned long long x = 0x5eed;
   int chosen = 0, untouched = 0;
@@ -301,9 +301,12 @@ void table_random_shapes_and_patterns(void) {
       size_t bytes = (size_t)1 << (splitmix(&x) % 36);
       unsigned long long mask = splitmix(&x);
       tt_nccl_table(&s, coll, bytes, ops, orig);
-      /* Random enable pattern; one call in eight has every entry off. */
+      /* Random enable pattern; one call in eight has every entry off, one
+       * in eight no LL128 (what a host-staged network shows). */
       for (int i = 0; i < NENTRIES; i++)
-        if ((mask >> i) % 4 == 0 || call % 8 == 7) (&orig[0][0])[i] = NCCL_ALGO_PROTO_IGNORE;
+        if ((mask >> i) % 4 == 0 || call % 8 == 7 ||
+            (call % 8 == 3 && i % RAIL_PROTO_COUNT == RAIL_PROTO_LL128))
+          (&orig[0][0])[i] = NCCL_ALGO_PROTO_IGNORE;
       for (int k = 0; k < UNLIKE; k++) {
         int nch = 0, got;
         memcpy(t, orig, sizeof(t));
@@ -330,26 +333,75 @@ void table_random_shapes_and_patterns(void) {
 }
 
 /* The tables NCCL would build for a real job, on unlike machines: every
- * collective and size chooses alike. */
+ * collective and size chooses alike, on RDMA and over sockets. */
 void table_local_machine_never_decides(void) {
-  struct rail_tuner_shape s = tt_shape(8, 8, 8, 400);
+  struct rail_tuner_shape jobs[2] = {tt_shape(8, 8, 8, 400), tt_shape(8, 8, 1, 100)};
   struct rail_tuner_ctx *ctx[UNLIKE];
   int differ = 0;
 
+  jobs[1].socket = 1;
+  jobs[1].fabric = RAIL_TUNER_FABRIC_TCP;
   unlike_contexts(64, 8, ctx);
-  for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
-    for (int l = 3; l <= 34; l++) {
-      float t[UNLIKE][RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
-      for (int k = 0; k < UNLIKE; k++) {
-        int nch = 0;
-        tt_nccl_table(&s, coll, (size_t)1 << l, 1, t[k]);
-        rail_tuner_get_coll_info(ctx[k], coll, (size_t)1 << l, 1, &t[k][0][0], 7, 3, &nch);
-        if (memcmp(t[k], t[0], sizeof(t[0])) != 0) differ++;
+  for (int j = 0; j < 2; j++)
+    for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
+      for (int l = 3; l <= 34; l++) {
+        float t[UNLIKE][RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+        for (int k = 0; k < UNLIKE; k++) {
+          int nch = 0;
+          tt_nccl_table(&jobs[j], coll, (size_t)1 << l, 1, t[k]);
+          rail_tuner_get_coll_info(ctx[k], coll, (size_t)1 << l, 1, &t[k][0][0], 7, 3, &nch);
+          if (memcmp(t[k], t[0], sizeof(t[0])) != 0) differ++;
+        }
       }
-    }
   CHECK_EQ_INT(differ, 0);
   /* Their explanations differ, as their machines do. */
   CHECK(rail_tuner_local_shape(ctx[0])->rails != rail_tuner_local_shape(ctx[1])->rails);
   for (int k = 0; k < UNLIKE; k++)
     rail_tuner_destroy(ctx[k]);
+}
+
+/* A job over sockets needs no rules file: NCCL's table has no LL128 across
+ * nodes, which every rank reads as sockets, so a context without a file
+ * decides as one whose file says "fabric tcp", on a TCP machine and on an
+ * InfiniBand one alike, and not as InfiniBand-class. A declared fabric still
+ * wins. */
+void table_sockets_need_no_file(void) {
+  struct rail_tuner_shape s = tt_shape(4, 8, 1, 100);
+  struct rail_topo *tcp = tt_topo_with(8, 1, 1, 100000, 0), *ib = tt_topo_with(8, 8, 1, 400000, 1);
+  char *tcp_file = strdup(tt_write_temp("fabric tcp\n")), *ib_file = tt_write_temp("fabric ib\n");
+  struct rail_tuner_env env[4] = {
+      {.topo = tcp, .transport = "auto", .enabled = 1, .rules_path = ""},
+      {.topo = ib, .transport = "auto", .enabled = 1, .rules_path = ""},
+      {.topo = tcp, .transport = "auto", .enabled = 1, .rules_path = tcp_file},
+      {.topo = tcp, .transport = "auto", .enabled = 1, .rules_path = ib_file},
+  };
+  struct rail_tuner_ctx *ctx[4];
+  int same = 0, ib_differs = 0, total = 0;
+
+  s.socket = 1;
+  s.fabric = RAIL_TUNER_FABRIC_TCP;
+  for (int k = 0; k < 4; k++)
+    CHECK_EQ_INT(rail_tuner_create(32, 4, &env[k], &ctx[k]), 0);
+  for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
+    for (int l = 3; l <= 32; l++) {
+      float t[4][RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+      for (int k = 0; k < 4; k++) {
+        int nch = 0;
+        tt_nccl_table(&s, coll, (size_t)1 << l, 1, t[k]);
+        rail_tuner_get_coll_info(ctx[k], coll, (size_t)1 << l, 1, &t[k][0][0], 7, 3, &nch);
+      }
+      total++;
+      same += memcmp(t[0], t[1], sizeof(t[0])) == 0 && memcmp(t[0], t[2], sizeof(t[0])) == 0;
+      ib_differs += memcmp(t[0], t[3], sizeof(t[0])) != 0;
+    }
+  CHECK_EQ_INT(same, total);
+  /* Sockets and InfiniBand part somewhere (the 20 us hop). */
+  CHECK(ib_differs > 0);
+  for (int k = 0; k < 4; k++)
+    rail_tuner_destroy(ctx[k]);
+  unlink(tcp_file);
+  unlink(ib_file);
+  free(tcp_file);
+  free(tcp);
+  free(ib);
 }

@@ -62,6 +62,9 @@ void decide_picks_the_cheapest_candidate(void);
 void decide_skips_unavailable_entries(void);
 void nvlink_speed_follows_the_gpu_generation(void);
 void fabric_sets_hop_cost_and_efficiencies(void);
+void ll_ceiling_by_generation_and_scale(void);
+void tree_fill_per_network_level(void);
+void nvlstree_levels_pay_the_reported_latency_on_efa(void);
 void collnet_wins_where_sharp_halves_the_traffic(void);
 void nvls_across_nodes_needs_sharp(void);
 void mnnvl_leaves_every_choice_to_nccl(void);
@@ -83,6 +86,7 @@ void shape_fabric_and_gpu_from_model(void);
 void shape_from_table_reads_nccl_bandwidths(void);
 void shape_from_table_reads_enable_pattern(void);
 void shape_from_table_reads_nccl_latency(void);
+void shape_from_table_sockets_from_ll128(void);
 void plan_input_and_runtime_start_from_one_shape(void); /* test_fixtures.c */
 
 /* test_rules.c */
@@ -100,6 +104,7 @@ void table_all_minus_one_and_no_pipe_ops(void);
 void table_never_negative_for_nccl_2_31(void);
 void table_random_shapes_and_patterns(void);
 void table_local_machine_never_decides(void);
+void table_sockets_need_no_file(void);
 
 /* test_abi.c */
 void abi_tables_are_named_rail_and_complete(void);
@@ -127,7 +132,14 @@ void p5en_choices_within_2x_of_measured_crossovers(void);
 /* test_points.c */
 void points_calibration_set(void);
 void points_validation_set(void);
-/* test_regions.c */
+void points_vendor_tables(void);
+void plan_validate_reports_every_set(void);
+/* test_regions.c: the scored sets (tuner/score.h) and what both files check */
+struct rail_score_row;
+struct rail_score_source;
+const struct rail_score_source *tt_score_source(const char *file);
+void tt_print_row(const struct rail_score_row *r);
+void tt_check_beside_nccl(const struct rail_score_row *r);
 void regions_calibration_aws(void);
 void regions_validation_aws(void);
 
