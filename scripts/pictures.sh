@@ -36,5 +36,5 @@ draw() {
 draw topo-hgx.svg topo --input tests/fixtures/topo/crafted-hgx-storage-nic.xml
 # 16 p5.48xlarge nodes (8 H100, 32 EFA NICs each): where the tuner and NCCL
 # part ways on AllReduce.
-draw plan-p5-16-nodes.svg plan --input tests/fixtures/topo/nccl-aws-p5.xml --nodes 16 \
+draw plan-hgx-16-nodes.svg plan --input tests/fixtures/topo/crafted-hgx-storage-nic.xml --nodes 16 \
   --collective allreduce
