@@ -2,9 +2,21 @@
 #include "tools/bars.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "tools/svg.h"
+
+void rail_bar_printf(char *field, size_t len, const char *fmt, ...) {
+  va_list ap;
+  int n;
+
+  if (len == 0) return;
+  va_start(ap, fmt);
+  n = vsnprintf(field, len, fmt, ap);
+  va_end(ap);
+  if (n >= (int)len && len > 4) memcpy(field + len - 4, "...", 4);
+}
 
 #define BARS_W 860.0
 #define BARS_LEFT 24.0

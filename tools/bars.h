@@ -17,6 +17,11 @@ struct rail_bar {
   char note[RAIL_BAR_NOTE];   /* why no measurement ("not reached"), "" otherwise */
 };
 
+/* Writes a bar's label or note from a printf format; text longer than the
+ * field is cut and ends in "..." (a host name can take 255 bytes). */
+void rail_bar_printf(char *field, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* One bar as text, without a newline: "[#######.......]  6.52 of 10 Gbit/s
  * (65%)". `width` characters stand for the line rate (the largest rate of
  * the set, `scale_gbps`, where the line rate is unknown); a rate above it

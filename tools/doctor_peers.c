@@ -793,9 +793,9 @@ static int peers_bars(const struct rail_doctor_peers *P, struct rail_bar **out) 
     const struct peers_one *o = &P->p[k];
     if (!o->reached || o->err[0] != '\0') {
       struct rail_bar *b = &bars[n++];
-      snprintf(b->label, sizeof(b->label), "%s:%d", o->host, o->port);
-      snprintf(b->note, sizeof(b->note), "peer not checked: %s",
-               o->err[0] ? o->err : "not reached");
+      rail_bar_printf(b->label, sizeof(b->label), "%s:%d", o->host, o->port);
+      rail_bar_printf(b->note, sizeof(b->note), "peer not checked: %s",
+                      o->err[0] ? o->err : "not reached");
       b->gbps = -1;
       continue;
     }
@@ -804,14 +804,15 @@ static int peers_bars(const struct rail_doctor_peers *P, struct rail_bar **out) 
       const struct peers_rail *r = &o->rail[i];
       b->gbps = -1;
       if (o->match[i] < 0) {
-        snprintf(b->label, sizeof(b->label), "%s -> %s", P->local.ifs[i].name, o->host);
-        snprintf(b->note, sizeof(b->note), "reaches none of the peer's interfaces");
+        rail_bar_printf(b->label, sizeof(b->label), "%s -> %s", P->local.ifs[i].name, o->host);
+        rail_bar_printf(b->note, sizeof(b->note), "reaches none of the peer's interfaces");
         continue;
       }
-      snprintf(b->label, sizeof(b->label), "%s -> %s %s", P->local.ifs[i].name, o->host,
-               o->remote.ifs[o->match[i]].name);
+      rail_bar_printf(b->label, sizeof(b->label), "%s -> %s %s", P->local.ifs[i].name, o->host,
+                      o->remote.ifs[o->match[i]].name);
       if (r->rc != 0) {
-        snprintf(b->note, sizeof(b->note), "the plugin's transfer failed: %s", strerror(-r->rc));
+        rail_bar_printf(b->note, sizeof(b->note), "the plugin's transfer failed: %s",
+                        strerror(-r->rc));
         continue;
       }
       b->gbps = r->gbps;

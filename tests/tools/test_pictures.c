@@ -337,6 +337,20 @@ TEST(bars_text_against_line_rate) {
                "reaches none of the peer's interfaces");
 }
 
+TEST(bars_label_longer_than_its_field_is_cut_visibly) {
+  struct rail_bar b;
+  char host[300];
+
+  memset(host, 'h', sizeof(host) - 1);
+  host[sizeof(host) - 1] = '\0';
+  rail_bar_printf(b.label, sizeof(b.label), "r0 -> %s r1", host);
+  CHECK_EQ_INT((int)strlen(b.label), (int)sizeof(b.label) - 1);
+  CHECK_EQ_STR(b.label + sizeof(b.label) - 4, "...");
+  CHECK(strncmp(b.label, "r0 -> hhh", 9) == 0);
+  rail_bar_printf(b.note, sizeof(b.note), "peer not checked: %s", "not reached");
+  CHECK_EQ_STR(b.note, "peer not checked: not reached");
+}
+
 TEST(bars_chart_aligns_and_draws) {
   struct rail_bar bars[2];
   char text[1024], svg[16384];
@@ -375,4 +389,4 @@ RAIL_TEST_MAIN(svg_escape_keeps_the_document_well_formed, svg_text_width_uses_th
                measured_reads_older_tables_and_pastes_without_header,
                measured_splits_runs_and_labels_them, measured_names_the_line_at_fault,
                measured_passes_over_junk_but_wants_a_table, bars_text_against_line_rate,
-               bars_chart_aligns_and_draws)
+               bars_label_longer_than_its_field_is_cut_visibly, bars_chart_aligns_and_draws)
