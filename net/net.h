@@ -92,10 +92,11 @@ int rail_net_dereg_mr(void *comm, void *mhandle);
  * RAIL_NET_MAX_P2P_BYTES are -EINVAL. Every byte of a completed send
  * reaches a receive posted for it, even when the sender closes right away.
  * irecv takes 1..max_recvs buffers (n > max_recvs: -EINVAL), completed
- * together; the sends match them in order, and within one irecv by tag as
- * NCCL's IB transport does (the k-th send with a tag takes the k-th buffer
- * with that tag). A message larger than its buffer fails that receive
- * with -EMSGSIZE, writes nothing, and the connection goes on. */
+ * together; sends match buffers by tag, as NCCL's IB transport matches
+ * them: the k-th send with a tag takes the k-th buffer posted with that tag,
+ * whichever irecv it belongs to (a send for a later irecv waits for it). A
+ * message larger than its buffer fails that receive with -EMSGSIZE, writes
+ * nothing, and the connection goes on. */
 int rail_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                    void **request);
 int rail_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,

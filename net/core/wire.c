@@ -220,10 +220,11 @@ int rail_wire_rec_decode(const void *in, size_t len, struct rail_wire_rec *rec, 
   out.arg = rail_rd_u64(&r);
   out.ack = rail_rd_u64(&r);
   if (r.err || out.type < RAIL_WIRE_REC_MSG || out.type > RAIL_WIRE_REC_ABORT ||
-      (out.flags & ~RAIL_WIRE_REC_INLINE) != 0)
+      (out.flags & ~(RAIL_WIRE_REC_INLINE | RAIL_WIRE_REC_PAIRED)) != 0 ||
+      (out.flags != 0 && out.type != RAIL_WIRE_REC_MSG))
     return -EPROTO;
   if (out.flags & RAIL_WIRE_REC_INLINE) {
-    if (out.type != RAIL_WIRE_REC_MSG || out.arg > RAIL_WIRE_MAX_INLINE) return -EPROTO;
+    if (out.arg > RAIL_WIRE_MAX_INLINE) return -EPROTO;
     plen = (size_t)out.arg;
   }
   *rec = out;

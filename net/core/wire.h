@@ -102,10 +102,13 @@ int rail_wire_hello_decode(const void *in, size_t len, struct rail_wire_hello *h
  *    0 u8 type, 1 u8 flags, 2 u16 aux, 4 i32 tag, 8 u64 seq, 16 u64 arg,
  *   24 u64 ack (bytes of the other direction's record stream the writer
  *      has processed)
- * What each type means is the socket transport's (net/socket/chan.h); the
- * decoder checks what the format fixes: a known type, known flags, INLINE
- * only on MSG, an inline payload of at most RAIL_WIRE_MAX_INLINE. */
-#define RAIL_WIRE_REC_VERSION 3
+ * What each type means is the socket transport's (net/socket/dispatch.h);
+ * the decoder checks what the format fixes: a known type, known flags,
+ * flags only on MSG, an inline payload of at most RAIL_WIRE_MAX_INLINE.
+ * Version 4: a MSG's seq is the receive buffer it takes (PAIRED) or the
+ * first one it may take, and a large send that waits for its buffer
+ * announces itself with a MSG (buffers matched by tag across receives). */
+#define RAIL_WIRE_REC_VERSION 4
 #define RAIL_WIRE_REC_BYTES 32
 #define RAIL_WIRE_MAX_INLINE (1u << 20)
 enum rail_wire_rec_type {
@@ -117,7 +120,8 @@ enum rail_wire_rec_type {
   RAIL_WIRE_REC_RESYNC = 6,
   RAIL_WIRE_REC_ABORT = 7,
 };
-#define RAIL_WIRE_REC_INLINE 0x1
+#define RAIL_WIRE_REC_INLINE 0x1 /* MSG: the message follows the record */
+#define RAIL_WIRE_REC_PAIRED 0x2 /* MSG: seq names the receive buffer it takes */
 
 struct rail_wire_rec {
   uint8_t type;

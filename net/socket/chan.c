@@ -14,11 +14,11 @@
 #define RAIL_CHAN_ACK_EVERY (64 * 1024)
 #define RAIL_CHAN_LOG_MAX (256u << 20)
 #define RAIL_CHAN_WINDOW_MIN (256u << 10)
-/* What a peer may have written that this end has not processed: the
- * largest window (four of the largest inline messages; and one message of
- * any size is let through an empty log), plus records outside the window
- * (acknowledgements, notices), which come in far smaller numbers. More is
- * a peer that ignores the window. */
+/* What a peer may have written that this end has not read into its own
+ * memory yet: records are taken off the stage as they come (a message
+ * whose receive is not posted is kept apart, dispatch.h), so the stage
+ * holds one read's worth, or one record larger than that. More is a peer
+ * that breaks the format. */
 #define RAIL_CHAN_STAGE_MAX (4 * (RAIL_WIRE_REC_BYTES + RAIL_WIRE_MAX_INLINE) + (1u << 20))
 #define RAIL_CHAN_STAGE_MIN (64u << 10)
 /* How often the reader looks for the peer on the other rails' control streams. */
@@ -67,9 +67,9 @@ int rail_chan_init(struct rail_chan *ch, int is_send, size_t inline_max) {
   size_t rec_max = RAIL_WIRE_REC_BYTES + inline_max;
 
   memset(ch, 0, sizeof(*ch));
-  /* The sender's unacknowledged inline messages are bounded so that a
-   * receiver that stops posting holds back the sender; the receiver only
-   * writes small answers and never waits for log space. */
+  /* What the sender's inline messages that wait for their receive may hold
+   * (dispatch.h), so that a receiver that stops posting holds back the
+   * sender; the receiver only writes small answers. */
   ch->window = is_send ? (4 * rec_max > RAIL_CHAN_WINDOW_MIN ? 4 * rec_max : RAIL_CHAN_WINDOW_MIN)
                        : SIZE_MAX;
   ch->log_cap = is_send ? 2 * ch->window : (64u << 10);
@@ -95,11 +95,6 @@ int rail_chan_append(struct rail_sock *c, struct rail_wire_rec *rec, const void 
   size_t need = RAIL_WIRE_REC_BYTES + plen;
   uint8_t hdr[RAIL_WIRE_REC_BYTES];
 
-  /* Only inline messages count against the window: every other record is
-   * small and must never be held back (a notice, a DONE, an ABORT). */
-  if ((rec->flags & RAIL_WIRE_REC_INLINE) && ch->head != ch->tail &&
-      ch->head - ch->tail + need > ch->window)
-    return -ENOBUFS;
   if (ch->head - ch->tail + need > ch->log_cap) {
     int rc = rail_chan_grow_log(ch, need);
     if (rc != 0) return rc;
@@ -272,8 +267,8 @@ static void rail_chan_check_standby(struct rail_sock *c) {
 }
 
 /* Room at the end of the stage: moves what is left to the front, or grows
- * when unprocessed bytes fill it (a record larger than the stage, or
- * records waiting for their receive). 0 when the peer is past its window. */
+ * when unprocessed bytes fill it (a record larger than the stage, or more
+ * records than one read brings). 0 when the peer is past any window. */
 static size_t rail_chan_room(struct rail_chan *ch) {
   if (ch->stage_off > 0 && (ch->stage_len == ch->stage_cap || ch->stage_off > ch->stage_cap / 2)) {
     memmove(ch->stage, ch->stage + ch->stage_off, ch->stage_len - ch->stage_off);
@@ -360,33 +355,22 @@ int rail_chan_read(struct rail_sock *c) {
   return (size_t)n == room ? RAIL_CHAN_READ_MORE : RAIL_CHAN_READ_ALL;
 }
 
-/* A record already acted on, behind one that waits: its type byte in the
- * stage (never a type on the wire) until the head reaches it. */
-#define RAIL_CHAN_TAKEN 0xff
-
 static long rail_chan_rec_len(const uint8_t *p, size_t avail) {
   struct rail_wire_rec rec;
   size_t plen;
 
   if (avail < RAIL_WIRE_REC_BYTES) return 0;
-  if (p[0] == RAIL_CHAN_TAKEN) return RAIL_WIRE_REC_BYTES;
   if (rail_wire_rec_decode(p, avail, &rec, &plen) != 0) return -1;
   return avail < RAIL_WIRE_REC_BYTES + plen ? 0 : (long)(RAIL_WIRE_REC_BYTES + plen);
 }
 
-size_t rail_chan_head(const struct rail_sock *c) { return c->chan.stage_off; }
-
-int rail_chan_at(struct rail_sock *c, size_t pos, struct rail_wire_rec *rec,
-                 const uint8_t **payload, size_t *plen) {
+int rail_chan_next(struct rail_sock *c, struct rail_wire_rec *rec, const uint8_t **payload,
+                   size_t *plen) {
   struct rail_chan *ch = &c->chan;
-  size_t avail = ch->stage_len - pos;
-  const uint8_t *p = ch->stage + pos;
+  size_t avail = ch->stage_len - ch->stage_off;
+  const uint8_t *p = ch->stage + ch->stage_off;
 
   if (ch->proto_err || avail < RAIL_WIRE_REC_BYTES) return 0;
-  if (p[0] == RAIL_CHAN_TAKEN) {
-    *plen = 0;
-    return 2;
-  }
   if (rail_wire_rec_decode(p, avail, rec, plen) != 0 || rec->type == RAIL_WIRE_REC_RESYNC) {
     ch->proto_err = -EPROTO;
     return 0;
@@ -400,36 +384,12 @@ int rail_chan_at(struct rail_sock *c, size_t pos, struct rail_wire_rec *rec,
   return 1;
 }
 
-size_t rail_chan_taken(struct rail_sock *c, size_t pos, size_t plen) {
+void rail_chan_taken(struct rail_sock *c, size_t plen) {
   struct rail_chan *ch = &c->chan;
-  size_t len = RAIL_WIRE_REC_BYTES + plen;
 
-  if (pos != ch->stage_off) {
-    ch->stage[pos] = RAIL_CHAN_TAKEN;
-    return pos + len;
-  }
-  /* At the head: it and every record taken behind it are processed. */
-  do {
-    ch->stage_off += len;
-    ch->consumed += len;
-    len = RAIL_WIRE_REC_BYTES;
-  } while (ch->stage_len - ch->stage_off >= RAIL_WIRE_REC_BYTES &&
-           ch->stage[ch->stage_off] == RAIL_CHAN_TAKEN);
+  ch->stage_off += RAIL_WIRE_REC_BYTES + plen;
+  ch->consumed += RAIL_WIRE_REC_BYTES + plen;
   if (ch->stage_off == ch->stage_len) ch->stage_off = ch->stage_len = 0;
-  return ch->stage_off;
-}
-
-int rail_chan_has_message(struct rail_sock *c) {
-  struct rail_wire_rec rec;
-  const uint8_t *payload;
-  size_t plen;
-
-  for (size_t pos = rail_chan_head(c);;) {
-    int got = rail_chan_at(c, pos, &rec, &payload, &plen);
-    if (got == 0) return 0;
-    if (got == 1 && (rec.flags & RAIL_WIRE_REC_INLINE)) return 1;
-    pos += RAIL_WIRE_REC_BYTES + plen;
-  }
 }
 
 void rail_chan_ack_if_due(struct rail_sock *c) {

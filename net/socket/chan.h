@@ -10,14 +10,13 @@
  * and then replays the log from there; the reader drops the replayed bytes
  * it already holds (processed, or staged: the stage survives a move).
  *
- * Flow control: a sender's inline messages may hold at most its window of
- * the log unacknowledged, and the reader acknowledges only what it has
- * processed. A message whose receive is not posted yet stays unprocessed,
- * so a receiver that posts late holds back its sender by the window, and
- * never more: the reader always reads its control stream into the stage,
- * which grows to whatever any peer's window can hold. The TCP window of a
- * control stream therefore never stays closed while the reading process
- * runs, and keepalive keeps working on it however late the receiver is.
+ * Flow control: the reader acknowledges what it has processed, and it
+ * processes every record as it comes: a message whose receive is not
+ * posted yet is kept apart (dispatch.h), and what all such messages of a
+ * sender hold is bounded by its window. So a receiver that posts late
+ * holds back its sender by the window, and never more, and the TCP window
+ * of a control stream never stays closed while the reading process runs:
+ * keepalive keeps working on it however late the receiver is.
  *
  * The channel only moves bytes. It never acts on a record and never fails
  * the connection: a write or read error, EOF, or a peer past its window is
@@ -40,7 +39,7 @@ struct rail_chan {
   uint8_t *log;
   size_t log_cap;
   uint64_t head, tail, sent; /* stream offsets: appended, acknowledged, written */
-  size_t window;             /* inline messages wait while more than this is unacknowledged */
+  size_t window;             /* what inline messages waiting for their receive may hold */
   uint8_t pre[RAIL_WIRE_REC_BYTES];
   size_t pre_len, pre_off; /* RESYNC to write before the replay */
   /* Read, not yet all processed: the peer's stream bytes from `consumed`
@@ -64,8 +63,8 @@ int rail_chan_init(struct rail_chan *ch, int is_send, size_t inline_max);
 void rail_chan_free(struct rail_chan *ch);
 
 /* Appends a record (and payload) to the log, with the current ack.
- * -ENOBUFS for an inline MSG while the window is full; -ENOMEM when the log
- * cannot grow. *end (may be NULL): the log offset where it ends. */
+ * -ENOMEM when the log cannot grow. *end (may be NULL): the log offset
+ * where it ends. */
 int rail_chan_append(struct rail_sock *c, struct rail_wire_rec *rec, const void *payload,
                      size_t plen, uint64_t *end);
 /* Writes what the socket takes now. */
@@ -77,21 +76,13 @@ void rail_chan_flush(struct rail_sock *c);
 #define RAIL_CHAN_READ_MORE 1
 #define RAIL_CHAN_READ_ALL 2
 int rail_chan_read(struct rail_sock *c);
-/* Walking the stage: records are taken in order, except that records
- * behind a message waiting for its receive may be taken past it (they
- * are never inline messages, which wait in order too). rail_chan_at gives
- * the record at stage position pos once it is all there: 1 and *rec,
- * *payload (its plen bytes); 2 for a record already taken (32 bytes, to
- * step over); 0 when none is whole there (or the peer broke the format:
- * proto_err). Start at rail_chan_head(). */
-size_t rail_chan_head(const struct rail_sock *c);
-int rail_chan_at(struct rail_sock *c, size_t pos, struct rail_wire_rec *rec,
-                 const uint8_t **payload, size_t *plen);
-/* The record at pos was acted on. Returns where the walk goes on. */
-size_t rail_chan_taken(struct rail_sock *c, size_t pos, size_t plen);
-/* Whether an inline message waits in the stage (for a receive posted after
- * the connection failed). */
-int rail_chan_has_message(struct rail_sock *c);
+/* The record at the head of the stage, once it is all there: 1 and *rec,
+ * *payload (its plen bytes); 0 when none is whole there (or the peer broke
+ * the format: proto_err). */
+int rail_chan_next(struct rail_sock *c, struct rail_wire_rec *rec, const uint8_t **payload,
+                   size_t *plen);
+/* The head record (of plen payload bytes) was acted on. */
+void rail_chan_taken(struct rail_sock *c, size_t plen);
 /* Acknowledges what was processed, when enough has been. */
 void rail_chan_ack_if_due(struct rail_sock *c);
 

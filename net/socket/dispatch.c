@@ -1,30 +1,34 @@
-/* Control records of a socket connection (dispatch.h). */
+/* Matching and control records of a socket connection (dispatch.h). */
 #include "net/socket/dispatch.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "net/socket/sock.h"
 
-/* How many of an inline MSG's sender's previous messages it describes. */
-#define RAIL_DISPATCH_MASK_SEQS 7
+/* What a waiting inline message holds on the receiver, at most: the
+ * largest window a sender may use (chan.c: four of the largest inline
+ * messages, and one of any size through an empty log). More is a sender
+ * that ignores its window. */
+#define RAIL_DISPATCH_HELD_MAX (4 * (RAIL_WIRE_REC_BYTES + (size_t)RAIL_WIRE_MAX_INLINE))
 
-uint16_t rail_dispatch_tag_mask(const struct rail_sock *c, uint64_t seq, int tag) {
-  uint16_t mask = 0;
-
-  for (uint64_t j = 1; j <= RAIL_DISPATCH_MASK_SEQS && j <= seq; j++)
-    if (c->sent_tag[(seq - j) % RAIL_SLOTS] == tag) mask |= (uint16_t)(1u << (j - 1));
-  return mask;
+/* The first buffer number that may still be waiting for a message: buffers
+ * RAIL_SLOTS before the newest are done (their slots were reused). */
+static uint64_t rail_dispatch_oldest(uint64_t next) {
+  return next > RAIL_SLOTS ? next - RAIL_SLOTS : 0;
 }
 
-/* The buffer of group [first, first + n) that the k-th message with `tag`
- * takes: the k-th buffer with that tag, in posting order; -1 if none. */
-static int64_t rail_dispatch_pick(int n, int k, int tag, const int *tags, uint64_t first) {
-  for (int i = 0; i < n; i++)
-    if (tags[i] == tag && k-- == 0) return (int64_t)(first + (uint64_t)i);
-  return -1;
+/* The live waiting entry i (pend_head <= i < pend_tail) gives way: the
+ * head moves past every entry that no longer waits. */
+static void rail_dispatch_pend_trim(struct rail_sock *c) {
+  while (c->pend_head < c->pend_tail) {
+    uint64_t i = c->pend_head % RAIL_PEND_MAX;
+    if (c->is_send ? c->pend.waits[i].live : c->pend.held[i].live) break;
+    c->pend_head++;
+  }
 }
 
 /* ---- sender ---------------------------------------------------------------------------- */
@@ -33,62 +37,92 @@ static struct rail_rtr *rail_dispatch_rtr(struct rail_sock *c, uint64_t seq) {
   return &c->rtr[seq % RAIL_SLOTS];
 }
 
-static int rail_dispatch_rtr_in(struct rail_sock *c, uint64_t seq) {
-  return rail_dispatch_rtr(c, seq)->seq1 == seq + 1;
-}
+/* Whether a send with `tag` waits for a buffer: 1, or 2 when a large one
+ * does. */
+static int rail_dispatch_tag_waits(const struct rail_sock *c, int tag) {
+  int found = 0;
 
-/* The receiver's buffer for large send r, once every announcement of its
- * group is in: 1 and *p; 0 while not; -EINVAL when no buffer of the group
- * has r's tag left. */
-static int rail_dispatch_match(struct rail_sock *c, const struct rail_req *r, uint64_t *p) {
-  const struct rail_rtr *e = rail_dispatch_rtr(c, r->seq);
-  int tags[RAIL_NET_MAX_RECVS], k = 0;
-  uint64_t first;
-  int64_t pick;
-
-  if (!rail_dispatch_rtr_in(c, r->seq)) return 0;
-  first = r->seq - e->index;
-  if (!rail_dispatch_rtr_in(c, first + e->n - 1u)) return 0;
-  for (uint64_t q = first; q < r->seq; q++)
-    k += c->sent_tag[q % RAIL_SLOTS] == r->tag;
-  for (int i = 0; i < e->n; i++)
-    tags[i] = rail_dispatch_rtr(c, first + (uint64_t)i)->tag;
-  pick = rail_dispatch_pick(e->n, k, r->tag, tags, first);
-  if (pick < 0) return -EINVAL;
-  *p = (uint64_t)pick;
-  return 1;
-}
-
-void rail_dispatch_try_send(struct rail_sock *c, struct rail_req *r) {
-  struct rail_wire_rec msg = {.type = RAIL_WIRE_REC_MSG, .arg = r->size};
-  struct rail_rtr *e;
-  uint64_t p = 0;
-  char why[160];
-  int rc = rail_dispatch_match(c, r, &p);
-
-  if (rc == 0) return;
-  if (rc < 0 || rail_dispatch_rtr(c, p)->sender1 != 0) {
-    snprintf(why, sizeof(why),
-             "message %llu with tag %d has no buffer with that tag in the receive posted for it",
-             (unsigned long long)r->seq, r->tag);
-    rail_sock_fail_later(c, -EINVAL, why);
-    return;
+  for (uint64_t i = c->pend_head; i < c->pend_tail; i++) {
+    const struct rail_wait *w = &c->pend.waits[i % RAIL_PEND_MAX];
+    if (!w->live || w->tag != tag) continue;
+    if (w->bytes == 0) return 2;
+    found = 1;
   }
-  e = rail_dispatch_rtr(c, p);
-  e->sender1 = r->seq + 1;
-  r->wire_seq = p;
+  return found;
+}
+
+int64_t rail_dispatch_buffer_for(const struct rail_sock *c, int tag) {
+  if (rail_dispatch_tag_waits(c, tag)) return -1;
+  for (uint64_t b = rail_dispatch_oldest(c->rtr_next); b < c->rtr_next; b++) {
+    const struct rail_rtr *e = &c->rtr[b % RAIL_SLOTS];
+    if (e->seq1 == b + 1 && e->sender1 == 0 && e->tag == tag) return (int64_t)b;
+  }
+  return -1;
+}
+
+int rail_dispatch_may_wait(const struct rail_sock *c, int tag, size_t bytes) {
+  if (c->pend_tail - c->pend_head >= RAIL_PEND_MAX) return 0;
+  if (bytes == 0) return 1;
+  /* An inline one behind a large one with its tag: the receiver would not
+   * know which buffers that one takes (dispatch.h). */
+  if (rail_dispatch_tag_waits(c, tag) == 2) return 0;
+  return c->pend_bytes == 0 || c->pend_bytes + bytes <= c->chan.window;
+}
+
+/* Large send r, with buffer b taken, goes: cut into chunks, or failed with
+ * -EMSGSIZE when b is too small, and a notice (PAIRED, no payload) tells the
+ * receiver, whose buffer fails too. */
+static void rail_dispatch_start(struct rail_sock *c, struct rail_req *r, uint64_t b) {
+  const struct rail_rtr *e = rail_dispatch_rtr(c, b);
+  struct rail_wire_rec notice = {
+      .type = RAIL_WIRE_REC_MSG, .flags = RAIL_WIRE_REC_PAIRED, .tag = r->tag, .seq = b};
+
+  r->wire_seq = b;
   if (r->size <= e->cap) {
     rail_sched_place(c, r);
     return;
   }
-  /* Too large: the receiver fails its receive (and WARNs), the send fails. */
   RAIL_INFO(RAIL_SUBSYS_NET,
-            "connection to %s: message %llu (%zu bytes) is larger than the receive posted for it "
-            "(%llu bytes); the send fails",
-            c->peer, (unsigned long long)r->seq, r->size, (unsigned long long)e->cap);
+            "connection to %s: message %llu (%zu bytes) is larger than receive buffer %llu (%llu "
+            "bytes); the send fails",
+            c->peer, (unsigned long long)r->seq, r->size, (unsigned long long)b,
+            (unsigned long long)e->cap);
   rail_req_complete(c, r, -EMSGSIZE);
-  msg.seq = p;
-  rail_sock_send_rec(c, &msg);
+  notice.arg = r->size;
+  rail_sock_send_rec(c, &notice);
+}
+
+void rail_dispatch_posted(struct rail_sock *c, struct rail_req *r, int64_t b, size_t bytes) {
+  struct rail_wait *w;
+
+  if (b >= 0) {
+    rail_dispatch_rtr(c, (uint64_t)b)->sender1 = r->seq + 1;
+    if (r->state == RAIL_REQ_WAIT_RTR) rail_dispatch_start(c, r, (uint64_t)b);
+    return;
+  }
+  w = &c->pend.waits[c->pend_tail++ % RAIL_PEND_MAX];
+  *w = (struct rail_wait){.seq = r->seq, .tag = r->tag, .live = 1, .bytes = bytes};
+  c->pend_bytes += bytes;
+}
+
+/* Buffer b was announced: the oldest send with its tag that waits takes it. */
+static void rail_dispatch_match_buffer(struct rail_sock *c, uint64_t b) {
+  struct rail_rtr *e = rail_dispatch_rtr(c, b);
+
+  for (uint64_t i = c->pend_head; i < c->pend_tail; i++) {
+    struct rail_wait *w = &c->pend.waits[i % RAIL_PEND_MAX];
+    struct rail_req *r;
+
+    if (!w->live || w->tag != e->tag) continue;
+    w->live = 0;
+    c->pend_bytes -= w->bytes;
+    rail_dispatch_pend_trim(c);
+    e->sender1 = w->seq + 1;
+    /* An inline send is on its way already; a large one goes now. */
+    r = rail_req_slot(c, w->seq);
+    if (r->seq == w->seq && r->state == RAIL_REQ_WAIT_RTR) rail_dispatch_start(c, r, b);
+    return;
+  }
 }
 
 static int rail_dispatch_rtr_rec(struct rail_sock *c, const struct rail_wire_rec *rec,
@@ -102,17 +136,17 @@ static int rail_dispatch_rtr_rec(struct rail_sock *c, const struct rail_wire_rec
     const struct rail_rtr *prev = rail_dispatch_rtr(c, rec->seq - 1);
     if (prev->seq1 != rec->seq || prev->index != index - 1 || prev->n != n) return -EPROTO;
   }
+  /* Its slot's last buffer must be done with: the receiver reposts a slot
+   * only after the message there completed. */
+  *why = "a receive announced over one still waiting for its message";
+  if (e->seq1 != 0 && e->sender1 == 0) return -EPROTO;
   c->rtr_next++;
   *e = (struct rail_rtr){.seq1 = rec->seq + 1,
                          .cap = rec->arg,
                          .tag = rec->tag,
                          .index = (uint8_t)index,
                          .n = (uint8_t)n};
-  if (index == n - 1)
-    for (uint64_t q = rec->seq - (uint64_t)index; q <= rec->seq; q++) {
-      struct rail_req *r = rail_req_slot(c, q);
-      if (r->seq == q && r->state == RAIL_REQ_WAIT_RTR) rail_dispatch_try_send(c, r);
-    }
+  rail_dispatch_match_buffer(c, rec->seq);
   return 0;
 }
 
@@ -134,61 +168,145 @@ static int rail_dispatch_done(struct rail_sock *c, const struct rail_wire_rec *r
 
 /* ---- receiver -------------------------------------------------------------------------- */
 
-/* The posted buffer an inline message takes: its sender's sequence number
- * names the group; the tag and the mask of same-tag predecessors name the
- * buffer in it. NULL (and *why) when there is none. */
-static struct rail_req *rail_dispatch_inline_target(struct rail_sock *c,
-                                                    const struct rail_wire_rec *rec,
-                                                    const char **why) {
-  struct rail_req *sub = rail_req_slot(c, rec->seq), *t;
-  int tags[RAIL_NET_MAX_RECVS], k = 0;
-  int64_t pick;
-
-  *why = "a message for a receive that no longer exists";
-  if (sub->seq != rec->seq || sub->state == RAIL_REQ_FREE) return NULL;
-  for (uint64_t j = 1; j <= RAIL_DISPATCH_MASK_SEQS && j <= rec->seq - sub->group_seq; j++)
-    k += (rec->aux >> (j - 1)) & 1;
-  for (int i = 0; i < sub->group_n; i++)
-    tags[i] = rail_req_slot(c, sub->group_seq + (uint64_t)i)->tag;
-  pick = rail_dispatch_pick(sub->group_n, k, rec->tag, tags, sub->group_seq);
-  *why = "a message with a tag that no buffer of its receive has";
-  if (pick < 0) return NULL;
-  t = rail_req_slot(c, (uint64_t)pick);
-  *why = "a second message for one buffer";
-  return t->state == RAIL_REQ_POSTED ? t : NULL;
+/* A message goes into buffer r: an inline one is copied and completes it.
+ * One too large for r (an inline one, or a large one's notice) fails r,
+ * and nothing is written. */
+static void rail_dispatch_deliver(struct rail_sock *c, struct rail_req *r, int is_inline,
+                                  size_t size, const uint8_t *payload) {
+  r->claimed = 1;
+  r->msg_size = size;
+  if (size > r->size) {
+    RAIL_WARN("connection from %s: message for receive buffer %llu (tag %d) is %zu bytes but the "
+              "buffer holds %zu; the receive fails and nothing is written",
+              c->peer, (unsigned long long)r->seq, r->tag, size, r->size);
+    rail_req_complete(c, r, -EMSGSIZE);
+    return;
+  }
+  if (!is_inline) return;
+  if (size > 0) memcpy(r->data, payload, size);
+  rail_req_complete(c, r, 0);
 }
 
-/* An inline message (it may come before its irecv: it then waits in the
- * channel), or the notice that a large one does not fit. */
+/* The buffer a waiting message with `tag` takes among those from `from`
+ * on: the first posted one with its tag that no message has taken. NULL
+ * when there is none yet; *bad when the first such buffer is being written
+ * by a large message, which no sender that follows the rule does. */
+static struct rail_req *rail_dispatch_free_buffer(struct rail_sock *c, uint64_t from, int tag,
+                                                  int *bad) {
+  uint64_t b = rail_dispatch_oldest(c->next_seq);
+
+  *bad = 0;
+  for (b = b > from ? b : from; b < c->next_seq; b++) {
+    struct rail_req *r = rail_req_slot(c, b);
+    if (r->seq != b || r->tag != tag || r->claimed) continue;
+    if (r->state == RAIL_REQ_POSTED) return r;
+    if (r->state == RAIL_REQ_RECEIVING) {
+      *bad = 1;
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+/* Whether a message with `tag` waits for a buffer already. */
+static int rail_dispatch_tag_held(const struct rail_sock *c, int tag) {
+  for (uint64_t i = c->pend_head; i < c->pend_tail; i++) {
+    const struct rail_held *h = &c->pend.held[i % RAIL_PEND_MAX];
+    if (h->live && h->tag == tag) return 1;
+  }
+  return 0;
+}
+
+/* Keeps an inline message until its buffer is posted. */
+static int rail_dispatch_hold(struct rail_sock *c, const struct rail_wire_rec *rec,
+                              const uint8_t *payload, const char **why) {
+  size_t size = (size_t)rec->arg, bytes = RAIL_WIRE_REC_BYTES + size;
+  struct rail_held *h;
+  uint8_t *copy = NULL;
+
+  *why = "more messages before their receives than its window holds";
+  if (c->pend_tail - c->pend_head >= RAIL_PEND_MAX ||
+      c->pend_bytes + bytes > RAIL_DISPATCH_HELD_MAX)
+    return -EPROTO;
+  if (size > 0) {
+    copy = malloc(size);
+    *why = "out of memory for a message that came before its receive";
+    if (copy == NULL) return -ENOMEM;
+    memcpy(copy, payload, size);
+  }
+  h = &c->pend.held[c->pend_tail++ % RAIL_PEND_MAX];
+  *h = (struct rail_held){
+      .from = rec->seq, .tag = rec->tag, .live = 1, .size = size, .payload = copy};
+  c->pend_bytes += bytes;
+  return 0;
+}
+
+/* A message record: one that names its buffer (PAIRED) goes there; an
+ * inline one that does not takes the first free buffer with its tag from
+ * the one its record names, or waits for it. */
 static int rail_dispatch_msg(struct rail_sock *c, const struct rail_wire_rec *rec,
                              const uint8_t *payload, const char **why) {
-  int inl = (rec->flags & RAIL_WIRE_REC_INLINE) != 0;
+  int is_inline = (rec->flags & RAIL_WIRE_REC_INLINE) != 0, bad;
   size_t size = (size_t)rec->arg;
   struct rail_req *r;
 
-  if (rec->seq >= c->next_seq) {
-    *why = "a notice for a receive that was never announced";
-    return inl ? RAIL_DISPATCH_BLOCKED : -EPROTO;
-  }
-  if (inl) {
-    r = rail_dispatch_inline_target(c, rec, why);
-  } else {
+  if (rec->flags & RAIL_WIRE_REC_PAIRED) {
     r = rail_req_slot(c, rec->seq);
+    *why = "a message for a buffer that is not waiting for one";
+    if (rec->seq >= c->next_seq || r->seq != rec->seq || r->tag != rec->tag || r->claimed ||
+        r->state != RAIL_REQ_POSTED)
+      return -EPROTO;
+    /* A large message says so only when it does not fit. */
     *why = "a notice for a message that fits";
-    if (r->seq != rec->seq || r->state != RAIL_REQ_POSTED || size <= r->size) r = NULL;
-  }
-  if (r == NULL) return -EPROTO;
-  r->msg_size = size;
-  if (size > r->size) {
-    RAIL_WARN("connection from %s: message %llu is %zu bytes but its receive buffer holds %zu; the "
-              "receive fails and nothing is written",
-              c->peer, (unsigned long long)r->seq, size, r->size);
-    rail_req_complete(c, r, -EMSGSIZE);
+    if (!is_inline && size <= r->size) return -EPROTO;
+    rail_dispatch_deliver(c, r, is_inline, size, payload);
     return 0;
   }
-  if (size > 0) memcpy(r->data, payload, size);
-  rail_req_complete(c, r, 0);
+  *why = "a notice that names no buffer";
+  if (!is_inline) return -EPROTO;
+  *why = "a message past the buffers announced";
+  if (rec->seq > c->next_seq) return -EPROTO;
+  /* Behind one with its tag that waits, it waits too. */
+  if (rail_dispatch_tag_held(c, rec->tag)) return rail_dispatch_hold(c, rec, payload, why);
+  r = rail_dispatch_free_buffer(c, rec->seq, rec->tag, &bad);
+  *why = "a message for a buffer a large message took";
+  if (bad && !c->error) return -EPROTO;
+  if (r == NULL) return rail_dispatch_hold(c, rec, payload, why);
+  rail_dispatch_deliver(c, r, 1, size, payload);
   return 0;
+}
+
+void rail_dispatch_posted_buffers(struct rail_sock *c, uint64_t seq, int n) {
+  for (int k = 0; k < n; k++) {
+    struct rail_req *r = rail_req_slot(c, seq + (uint64_t)k);
+
+    for (uint64_t i = c->pend_head; i < c->pend_tail && !r->claimed; i++) {
+      struct rail_held *h = &c->pend.held[i % RAIL_PEND_MAX];
+      if (!h->live || h->tag != r->tag || h->from > r->seq) continue;
+      h->live = 0;
+      c->pend_bytes -= RAIL_WIRE_REC_BYTES + h->size;
+      rail_dispatch_deliver(c, r, 1, h->size, h->payload);
+      free(h->payload);
+      h->payload = NULL;
+    }
+  }
+  rail_dispatch_pend_trim(c);
+}
+
+int rail_dispatch_has_message(const struct rail_sock *c) {
+  for (uint64_t i = c->pend_head; i < c->pend_tail; i++) {
+    const struct rail_held *h = &c->pend.held[i % RAIL_PEND_MAX];
+    if (h->live) return 1;
+  }
+  return 0;
+}
+
+void rail_dispatch_free(struct rail_sock *c) {
+  if (c->is_send) return;
+  for (uint64_t i = c->pend_head; i < c->pend_tail; i++) {
+    free(c->pend.held[i % RAIL_PEND_MAX].payload);
+    c->pend.held[i % RAIL_PEND_MAX].payload = NULL;
+  }
 }
 
 /* ---- either side ------------------------------------------------------------------------- */
@@ -224,6 +342,6 @@ int rail_dispatch_record(struct rail_sock *c, const struct rail_wire_rec *rec,
 
   if (rec->type == RAIL_WIRE_REC_ACK) return 0;
   rc = rail_dispatch_any(c, rec, payload, why);
-  if (rc == 0) c->records_in++; /* a MSG waiting for its irecv counts once, when taken */
+  if (rc == 0) c->records_in++;
   return rc;
 }

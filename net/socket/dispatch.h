@@ -1,19 +1,44 @@
-/* What a socket connection does with each control record its peer wrote
- * (net/core/wire.h's records), in order:
- *   receiver RTR(seq, capacity, tag, group)       <-  from irecv, per buffer
- *   small:   sender MSG(seq, size, tag, payload)  ->  from isend, RTR or not
- *   large:   sender chunks on data streams        ->  once isend and RTR are in
- *            receiver DONE(seq)                   <-  every byte landed
- *   too large for the capacity: sender MSG(seq, size), no payload ->  (the
- *            receive and the send both fail)
+/* Matching sends to receive buffers, and the control records of a socket
+ * connection (net/core/wire.h's records), in order:
+ *   receiver RTR(buffer, capacity, tag, group)      <-  from irecv, per buffer
+ *   small:   sender MSG(size, tag, payload)         ->  from isend, RTR or not
+ *   large:   sender chunks on data streams          ->  once its buffer is known
+ *            receiver DONE(buffer)                  <-  every byte landed
  *   DEAD(rail, stream): the writer abandoned that data stream
  *   ABORT(errno): the writer failed the connection
- * A large message's chunks and DONE, and a notice, name the receiver's
- * buffer; an inline MSG names the sender's sequence number, and carries
- * which of the sender's seven previous messages had its tag, so that the
- * receiver finds the buffer in a group (req.h) the way the sender would.
+ *   ACK: nothing but the acknowledgement every record carries
  *
- * Runs under the connection's lock, from its progress (progress.h). */
+ * The rule, NCCL's IB transport's (net_ib p2p, every release 2.20-2.31):
+ * the k-th send with a tag takes the k-th buffer posted with that tag, in
+ * posting order across receives, whatever comes between. NCCL relies on
+ * it: a recv comm shared by several peers' channels (NCCL_NET_SHARED_COMMS)
+ * gets one grouped receive per step with one buffer per peer, tagged with
+ * that peer's rank, and the peers' sends arrive in any order, one peer's
+ * next step often before another's current one.
+ *
+ * Both ends apply the rule to the same two sequences: the sender learns
+ * the buffers from the RTRs, in posting order; the receiver the sends from
+ * their records, in sending order. So each finds the same pairs without
+ * asking the other:
+ *  - a send for which an announced buffer is free (and no earlier send
+ *    with its tag waits) takes it at once: an inline one names the buffer
+ *    in its record (PAIRED); a large one is chunks labelled with the buffer,
+ *    and no record (but for a PAIRED notice without payload when it does
+ *    not fit, so that the receiver fails that buffer too);
+ *  - any other send waits for its buffer (at most RAIL_PEND_MAX a comm). A
+ *    large one takes it when its RTR comes. An inline one goes at once with
+ *    its payload, and its record says which buffers it may not take: those
+ *    before the first its sender had not seen announced; the receiver
+ *    keeps it until its buffer is posted (the sender's window bounds what
+ *    all such messages hold). An inline send behind a large one with its
+ *    tag that waits is refused until that one has its buffer: the receiver
+ *    never sees large sends, so the buffers from the first unannounced one
+ *    on must be taken by messages it sees, in order.
+ * A message that waits never holds back one for another tag: the receiver
+ * takes every record off its control channel as it comes.
+ *
+ * Everything here runs under the connection's lock, from its progress
+ * (progress.h) and from isend/irecv (req.h). */
 #ifndef RAIL_NET_SOCKET_DISPATCH_H
 #define RAIL_NET_SOCKET_DISPATCH_H
 
@@ -25,17 +50,30 @@
 struct rail_sock;
 struct rail_req;
 
-/* Returned for an inline MSG whose receive is not posted yet: it stays in
- * the channel, and so does everything after it. */
-#define RAIL_DISPATCH_BLOCKED 1
-
-/* 0 done with it, RAIL_DISPATCH_BLOCKED, or -EPROTO (with *why set). */
+/* 0 done with it, or -EPROTO (with *why set). */
 int rail_dispatch_record(struct rail_sock *c, const struct rail_wire_rec *rec,
                          const uint8_t *payload, const char **why);
-/* A large send whose receive may be announced: it starts once the whole
- * group of its receive is (rail_sched_place), or fails if it does not fit. */
-void rail_dispatch_try_send(struct rail_sock *c, struct rail_req *r);
-/* The same-tag mask an inline MSG of sequence seq carries. */
-uint16_t rail_dispatch_tag_mask(const struct rail_sock *c, uint64_t seq, int tag);
+
+/* ---- sender ---- */
+/* The announced buffer a new send with `tag` takes now, or -1 when it must
+ * wait (none is free, or an earlier send with that tag waits). */
+int64_t rail_dispatch_buffer_for(const struct rail_sock *c, int tag);
+/* Whether one more send with `tag` may wait for its buffer: bytes is what
+ * its inline record holds (0 for a large send). */
+int rail_dispatch_may_wait(const struct rail_sock *c, int tag, size_t bytes);
+/* Send r (its record, if any, appended) takes buffer b (from
+ * rail_dispatch_buffer_for), or waits for one when b < 0. A large send with
+ * its buffer starts (or fails with -EMSGSIZE when it does not fit). */
+void rail_dispatch_posted(struct rail_sock *c, struct rail_req *r, int64_t b, size_t bytes);
+
+/* ---- receiver ---- */
+/* Buffers seq..seq + n - 1, just posted, take the messages that wait for
+ * them. */
+void rail_dispatch_posted_buffers(struct rail_sock *c, uint64_t seq, int n);
+/* Whether an inline message waits for a buffer (one posted after the
+ * connection failed still gets it). */
+int rail_dispatch_has_message(const struct rail_sock *c);
+/* Frees what waiting messages hold (closing). */
+void rail_dispatch_free(struct rail_sock *c);
 
 #endif

@@ -16,39 +16,30 @@
  * acting on what it brought. */
 #define RAIL_PROGRESS_READS 16
 
-/* Acts on every whole record in the stage, in order, except that an
- * inline message whose receive is not posted yet waits, with every inline
- * message after it, while the records between them are acted on (a notice
- * or an abort must never wait behind messages for later receives). A
- * receiver keeps taking messages after its connection failed: they arrived
- * before the failure, for receives posted after it (rail_req_irecv). */
+/* Acts on every whole record in the stage, in order: a message whose
+ * receive is not posted yet is kept apart (dispatch.h), so nothing waits
+ * behind it. A receiver keeps taking messages after its connection failed:
+ * they arrived before the failure, for receives posted after it
+ * (rail_req_irecv). */
 void rail_progress_records(struct rail_sock *c) {
   struct rail_wire_rec rec;
   const uint8_t *payload;
-  size_t plen, pos = rail_chan_head(c);
-  int blocked = 0, got;
+  size_t plen;
 
-  while ((!c->error || !c->is_send) && (got = rail_chan_at(c, pos, &rec, &payload, &plen)) != 0) {
+  while ((!c->error || !c->is_send) && rail_chan_next(c, &rec, &payload, &plen)) {
     const char *why = "";
-    int rc;
+    int rc = rail_dispatch_record(c, &rec, payload, &why);
 
-    if (got == 2 || (blocked && (rec.flags & RAIL_WIRE_REC_INLINE))) {
-      pos += RAIL_WIRE_REC_BYTES + plen;
-      continue;
-    }
-    rc = rail_dispatch_record(c, &rec, payload, &why);
-    if (rc == RAIL_DISPATCH_BLOCKED) {
-      blocked = 1;
-      pos += RAIL_WIRE_REC_BYTES + plen;
-      continue;
-    }
     if (rc < 0) {
       char msg[160];
-      snprintf(msg, sizeof(msg), "the peer broke the protocol: %s", why);
+      if (rc == -EPROTO)
+        snprintf(msg, sizeof(msg), "the peer broke the protocol: %s", why);
+      else
+        snprintf(msg, sizeof(msg), "%s", why);
       rail_sock_fail(c, rc, msg);
       return;
     }
-    pos = rail_chan_taken(c, pos, plen);
+    rail_chan_taken(c, plen);
   }
 }
 

@@ -69,6 +69,7 @@ static void rail_req_reset(struct rail_req *r, uint64_t seq, void *data, size_t 
   r->busy = 0;
   r->bytes = 0;
   r->got_done = 0;
+  r->claimed = 0;
   r->striped = 0;
   r->nchunks = 0;
   r->rec_end = 0;
@@ -78,25 +79,13 @@ static void rail_req_reset(struct rail_req *r, uint64_t seq, void *data, size_t 
   __atomic_store_n(&r->done, 0, __ATOMIC_RELAXED);
 }
 
-/* Appends a record; if the log is full, reads the peer's acknowledgements
- * once and tries again. -ENOBUFS: still full (the caller hands NCCL no
- * request, and NCCL calls again). */
-static int rail_req_append(struct rail_sock *c, struct rail_wire_rec *rec, const void *payload,
-                           size_t plen, uint64_t *end) {
-  int rc = rail_chan_append(c, rec, payload, plen, end);
-
-  if (rc == -ENOBUFS) {
-    rail_progress_run(c);
-    rc = c->error ? c->error : rail_chan_append(c, rec, payload, plen, end);
-  }
-  return rc;
-}
-
 int rail_req_isend(struct rail_sock *c, void *data, size_t size, int tag, struct rail_req **out) {
-  struct rail_wire_rec rec = {.type = RAIL_WIRE_REC_MSG, .tag = tag};
-  int inl = size <= c->inline_max, rc = 0;
+  struct rail_wire_rec rec = {.type = RAIL_WIRE_REC_MSG, .tag = tag, .arg = size};
+  int inl = size <= c->inline_max, rc = 0, room;
+  size_t bytes = inl ? RAIL_WIRE_REC_BYTES + size : 0;
   uint64_t end = 0, seq;
   struct rail_req *r;
+  int64_t b;
 
   pthread_mutex_lock(&c->mu);
   if (c->error) {
@@ -110,36 +99,44 @@ int rail_req_isend(struct rail_sock *c, void *data, size_t size, int tag, struct
     *out = NULL;
     goto unlock;
   }
-  if (inl) {
-    /* Small messages go with their record, without waiting for the RTR. */
-    rec.seq = seq;
-    rec.arg = size;
-    rec.flags = RAIL_WIRE_REC_INLINE;
-    rec.aux = rail_dispatch_tag_mask(c, seq, tag);
-    rc = rail_req_append(c, &rec, data, size, &end);
-    if (rc == -ENOBUFS) {
-      rc = 0;
-      *out = NULL;
+  /* A send with no free buffer reads what has arrived first: a large one
+   * whose RTR is in the socket would otherwise wait as if the receiver had
+   * not posted, and one past the comm's limits (dispatch.h) may find that
+   * the receiver has taken some of what waits. */
+  b = rail_dispatch_buffer_for(c, tag);
+  if (b < 0 && (!inl || !rail_dispatch_may_wait(c, tag, bytes))) {
+    rail_progress_run(c);
+    if (c->error) {
+      rc = c->error;
       goto unlock;
     }
-    if (rc != 0) goto unlock;
+    b = rail_dispatch_buffer_for(c, tag);
+  }
+  room = b >= 0 || rail_dispatch_may_wait(c, tag, bytes);
+  if (!room) {
+    *out = NULL;
+    goto unlock;
+  }
+  /* An inline send goes now, naming its buffer when it has one, else the
+   * first buffer it may take (dispatch.h). */
+  if (inl) {
+    rec.flags = (uint8_t)(RAIL_WIRE_REC_INLINE | (b >= 0 ? RAIL_WIRE_REC_PAIRED : 0));
+    rec.seq = b >= 0 ? (uint64_t)b : c->rtr_next;
+    rc = rail_chan_append(c, &rec, data, size, &end);
+    if (rc != 0) {
+      rail_sock_fail(c, rc, "the control channel's log cannot grow");
+      goto unlock;
+    }
   }
   c->next_seq++;
-  c->sent_tag[seq % RAIL_SLOTS] = tag;
   rail_req_reset(r, seq, data, size, tag);
   r->msg_size = size;
   r->rec_end = end;
   r->state = inl ? RAIL_REQ_INLINE : RAIL_REQ_WAIT_RTR;
-  if (inl) {
-    c->ninline++;
-    rail_chan_flush(c);
-    if (c->chan.sent >= end) rail_req_complete(c, r, 0);
-  } else {
-    /* Its RTR is usually here already, or waiting in the socket, where
-     * reading it starts the send (dispatch.c). */
-    rail_dispatch_try_send(c, r);
-    if (r->state == RAIL_REQ_WAIT_RTR) rail_progress_run(c);
-  }
+  if (inl) c->ninline++;
+  rail_dispatch_posted(c, r, b, b < 0 ? bytes : 0);
+  rail_chan_flush(c);
+  if (inl && c->chan.sent >= end) rail_req_complete(c, r, 0);
   *out = r;
 unlock:
   pthread_mutex_unlock(&c->mu);
@@ -156,7 +153,6 @@ static void rail_req_read_rest(struct rail_sock *c) {
 /* A receive posted after the connection failed still gets a message that
  * arrived before (progress.h); any buffer nothing arrived for fails. */
 static void rail_req_after_failure(struct rail_sock *c, struct rail_req *lead) {
-  rail_progress_records(c);
   for (int i = 0; i < lead->group_n; i++)
     rail_req_complete(c, rail_req_slot(c, lead->group_seq + (uint64_t)i), c->error);
 }
@@ -183,8 +179,11 @@ int rail_req_irecv(struct rail_sock *c, int n, void **data, const size_t *sizes,
 
   pthread_mutex_lock(&c->mu);
   failed = c->error != 0;
-  if (failed) rail_req_read_rest(c);
-  if (failed && !rail_chan_has_message(c)) {
+  if (failed) {
+    rail_req_read_rest(c);
+    rail_progress_records(c);
+  }
+  if (failed && !rail_dispatch_has_message(c)) {
     rc = c->error;
     goto unlock;
   }
@@ -211,16 +210,17 @@ int rail_req_irecv(struct rail_sock *c, int n, void **data, const size_t *sizes,
   }
   c->next_seq += (uint64_t)n;
   *out = rail_req_slot(c, seq);
+  /* Messages for these buffers may be waiting already. */
+  rail_dispatch_posted_buffers(c, seq, n);
   if (failed) {
     rail_req_after_failure(c, *out);
     goto unlock;
   }
-  /* An inline MSG for it may be waiting already. The RTR is not written
-   * yet: the caller's next test of this comm does it (every test of its
-   * oldest request flushes; the watcher within 10 ms), so a caller that
-   * posts a receive and then sends (a reply, the next step) gets its send
-   * out first, and small messages, which need no RTR, keep their round
-   * trip. */
+  /* Or in the stage, not yet looked at. The RTR is not written yet: the
+   * caller's next test of this comm does it (every test of its oldest
+   * request flushes; the watcher within 10 ms), so a caller that posts a
+   * receive and then sends (a reply, the next step) gets its send out
+   * first, and small messages, which need no RTR, keep their round trip. */
   rail_progress_records(c);
 unlock:
   pthread_mutex_unlock(&c->mu);

@@ -1,18 +1,18 @@
 /* Requests of a socket connection: posting sends and receives, completing
  * them, and NCCL's test().
  *
- * Matching, by sequence number: the n-th isend matches the n-th buffer the
- * receiver posted; a receive of n buffers (a group, up to
- * RAIL_NET_MAX_RECVS) takes n consecutive numbers, and within a group the
- * k-th send with a tag takes the k-th buffer with that tag, as NCCL's IB
- * transport matches them. A send of up to NCCL_RAIL_INLINE_BYTES travels
- * with its record on the control channel at once, whether its receive is
- * posted or not, and is complete once written to the socket; the receiver
- * holds it (unacknowledged, within the sender's window) until the receive
- * is posted. A larger send waits for its receive's announcement (RTR, with
- * the capacity), is then cut into chunks on the data streams, and
- * completes once the receiver says every byte landed (DONE), so the chunks
- * of a stream that dies can be sent again.
+ * Matching, as NCCL's IB transport matches (dispatch.h): by tag, in order.
+ * Receive buffers take consecutive numbers, a receive of n buffers (a
+ * group, up to RAIL_NET_MAX_RECVS) n of them; the k-th send with a tag
+ * takes the k-th buffer posted with that tag, whichever receive it belongs
+ * to and however sends of other tags come between. A send of up to
+ * NCCL_RAIL_INLINE_BYTES travels with its record on the control channel at
+ * once, whether its buffer is posted or not, and is complete once written
+ * to the socket; the receiver keeps it until its buffer is posted. A larger
+ * send waits for its buffer's announcement (RTR, with the capacity), is
+ * then cut into chunks on the data streams, and completes once the
+ * receiver says every byte landed (DONE), so the chunks of a stream that
+ * dies can be sent again.
  *
  * A request completes only when no data thread is touching its buffer: a
  * request failed while a thread still reads or writes it completes when
@@ -34,7 +34,7 @@ struct rail_chunk;
 enum rail_req_state {
   RAIL_REQ_FREE = 0,
   RAIL_REQ_INLINE,    /* send: record in the log, complete once written */
-  RAIL_REQ_WAIT_RTR,  /* send: waiting for the receiver to post (its RTR) */
+  RAIL_REQ_WAIT_RTR,  /* send: waiting for its buffer's announcement (RTR) */
   RAIL_REQ_SENDING,   /* send: chunks queued or in flight, waiting for DONE */
   RAIL_REQ_POSTED,    /* recv: RTR sent; waiting for an inline MSG or a first chunk */
   RAIL_REQ_RECEIVING, /* recv: chunks landing (size known) */
@@ -58,6 +58,7 @@ struct rail_req {
    * request is the one NCCL holds */
   uint64_t group_seq;
   int group_n;
+  int claimed; /* recv: a message record took this buffer (dispatch.h) */
   /* send */
   uint64_t rec_end;  /* inline: log offset where its record ends */
   uint64_t wire_seq; /* large: the receiver's buffer it goes to */

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "net/socket/dispatch.h"
 #include "net/socket/nap.h"
 #include "net/socket/progress.h"
 #include "net/socket/watch.h"
@@ -335,6 +336,7 @@ void rail_sock_destroy(struct rail_sock *c) {
     free(c->reqs[i].chunks);
     free(c->reqs[i].bits);
   }
+  rail_dispatch_free(c);
   rail_chan_free(&c->chan);
   pthread_cond_destroy(&c->work);
   pthread_mutex_destroy(&c->mu);

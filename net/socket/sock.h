@@ -46,6 +46,10 @@
 
 #define RAIL_MAX_STREAMS RAIL_TRANSPORT_MAX_STREAMS /* data streams per rail */
 #define RAIL_SLOTS 64 /* buffers in flight per comm (NCCL: 8 steps x 8 grouped) */
+/* Sends posted before their buffer was announced (sender), messages that
+ * arrived before their buffer was posted (receiver): at most this many a
+ * comm (dispatch.h). */
+#define RAIL_PEND_MAX 256
 
 _Static_assert(RAIL_MAX_RAILS <= RAIL_STRIPE_MAX_RAILS, "the striping policy covers every rail");
 
@@ -75,6 +79,25 @@ struct rail_rtr {
   uint64_t sender1; /* the sender's seq + 1 of the message matched to it; 0: none */
 };
 
+/* Sender: a send posted before any announced buffer was free for it, in
+ * posting order (dispatch.h). */
+struct rail_wait {
+  uint64_t seq;
+  int tag;
+  int live;     /* 0 once it has its buffer */
+  size_t bytes; /* inline: its record and payload, counted against the window; large: 0 */
+};
+
+/* Receiver: an inline message that arrived before its buffer was posted,
+ * in the sender's order (dispatch.h). */
+struct rail_held {
+  uint64_t from; /* the first buffer it may take: the earlier ones were taken */
+  int tag;
+  int live;
+  size_t size;
+  uint8_t *payload; /* a copy of the message (NULL when empty) */
+};
+
 struct rail_sock {
   struct rail_conn base; /* first: NCCL's calls find the transport through it */
   int is_send;
@@ -91,8 +114,17 @@ struct rail_sock {
   uint64_t next_seq; /* of the next send, or the next receive buffer */
   int ninline;       /* send: requests in RAIL_REQ_INLINE */
   struct rail_rtr rtr[RAIL_SLOTS];
-  uint64_t rtr_next;        /* send: the seq the next RTR must carry */
-  int sent_tag[RAIL_SLOTS]; /* send: the tag of each recent message, by seq */
+  uint64_t rtr_next; /* send: the seq the next RTR must carry */
+  /* Matching (dispatch.h): the sender's sends waiting for a buffer, or
+   * the receiver's messages waiting for one, entries [pend_head, pend_tail)
+   * by index % RAIL_PEND_MAX; pend_bytes: what the live ones hold (the
+   * sender's inline records, the receiver's copies). */
+  union {
+    struct rail_wait waits[RAIL_PEND_MAX];
+    struct rail_held held[RAIL_PEND_MAX];
+  } pend;
+  uint64_t pend_head, pend_tail;
+  size_t pend_bytes;
   struct rail_req reqs[RAIL_SLOTS];
   size_t inline_max, chunk_max, min_stripe;
   int adapt;

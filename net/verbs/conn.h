@@ -9,9 +9,12 @@
  *  1. irecv posts a credit (net/core/wire.h: its buffers' addresses,
  *     capacities, tags and keys per rail) with one RDMA WRITE into slot
  *     seq % RAIL_VERBS_FIFO of the sender's FIFO.
- *  2. isend waits (in progress, never blocking) for the oldest credit, takes
- *     a buffer of it whose tag matches (with one buffer, the buffer), checks
- *     the size against its capacity, spreads the message over the rails that
+ *  2. isend waits (in progress, never blocking) until the oldest credit not
+ *     yet filled has a free buffer with its tag, single receives' as
+ *     groups', and takes the first; credits are filled in order, so the
+ *     k-th send with a tag takes the k-th buffer posted with that tag (NCCL's
+ *     IB transport refuses the other sends meanwhile; here they wait). It
+ *     checks the size against its capacity, spreads the message over the rails that
  *     are up by the one striping policy (net/core/stripe.h) and each rail's
  *     share over its lanes, and RDMA-WRITEs-WITH-IMMEDIATE each part
  *     straight into the buffer. The immediate says which message, buffer

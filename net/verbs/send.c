@@ -131,12 +131,13 @@ static int rail_verbs_send_credit(struct rail_verbs_conn *c) {
   return 1;
 }
 
-/* The buffer of the current credit send r goes to, or -1: with one buffer
- * that one; with several, the first unmatched one with r's tag. */
+/* The buffer of the current credit send r goes to, or -1: the first
+ * unmatched one with r's tag, a single receive's as a group's (NCCL's IB
+ * transport matches a receive of one buffer by tag too, and a send for a
+ * later receive may come first). */
 static int rail_verbs_send_entry(const struct rail_verbs_conn *c, const struct rail_verbs_req *r) {
   for (int e = 0; e < c->credit.n; e++)
-    if (!(c->credit_matched & (1u << e)) && (c->credit.n == 1 || c->credit.e[e].tag == r->tag))
-      return e;
+    if (!(c->credit_matched & (1u << e)) && c->credit.e[e].tag == r->tag) return e;
   return -1;
 }
 

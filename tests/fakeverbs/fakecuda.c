@@ -3,6 +3,14 @@
  * registration cache), built as libcuda.so.1 in a directory of its own for
  * the tests that put it on LD_LIBRARY_PATH. Never installed.
  *
+ * It also carries the handful of CUDA runtime calls (cuda_runtime.h, next to
+ * it) that aws-ofi-nccl's functional tests make (tests/ofi), host-only:
+ * every device ordinal names the host, cudaMalloc takes an allocation of
+ * the driver part below (so it has an id like any other), pinned host
+ * memory is ordinary memory, and copies and memsets are memcpy and memset.
+ * The plugin's GDR probe still sees one device without GPUDirect RDMA, so a
+ * test program linked against it moves host memory only.
+ *
  * "Device memory" is shared anonymous host memory, so the fake verbs
  * provider can pin it as it pins any shared mapping. Each allocation has a
  * process-wide id (CU_POINTER_ATTRIBUTE_BUFFER_ID); fakecuda_remap() puts
@@ -14,8 +22,11 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include "cuda_runtime.h"
 
 #define FC_API __attribute__((visibility("default")))
 #define FC_MAX 256
@@ -151,4 +162,70 @@ FC_API int fakecuda_remap(void *p) {
   }
   pthread_mutex_unlock(&fc_lock);
   return rc;
+}
+
+/* ---- the runtime calls of cuda_runtime.h ------------------------------------------- */
+
+FC_API cudaError_t cudaSetDevice(int device) {
+  return device >= 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+FC_API cudaError_t cudaMalloc(void **p, size_t size) {
+  unsigned long long d = 0;
+
+  if (p == NULL || size == 0) return cudaErrorInvalidValue;
+  if (cuMemAlloc_v2(&d, size) != 0) return cudaErrorMemoryAllocation;
+  *p = (void *)(uintptr_t)d;
+  return cudaSuccess;
+}
+
+/* cudaFree(NULL) is how a program makes its context: nothing to do here. */
+FC_API cudaError_t cudaFree(void *p) {
+  if (p == NULL) return cudaSuccess;
+  return cuMemFree_v2((uintptr_t)p) == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+FC_API cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags) {
+  (void)flags;
+  if (p == NULL) return cudaErrorInvalidValue;
+  *p = malloc(size > 0 ? size : 1);
+  return *p != NULL ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+FC_API cudaError_t cudaFreeHost(void *p) {
+  free(p);
+  return cudaSuccess;
+}
+
+FC_API cudaError_t cudaMemset(void *p, int value, size_t size) {
+  if (p == NULL && size > 0) return cudaErrorInvalidValue;
+  if (size > 0) memset(p, value, size);
+  return cudaSuccess;
+}
+
+FC_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t size, enum cudaMemcpyKind kind) {
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return cudaErrorInvalidValue;
+  if ((dst == NULL || src == NULL) && size > 0) return cudaErrorInvalidValue;
+  if (size > 0) memmove(dst, src, size);
+  return cudaSuccess;
+}
+
+/* Everything above is synchronous. */
+FC_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  (void)stream;
+  return cudaSuccess;
+}
+
+FC_API const char *cudaGetErrorString(cudaError_t err) {
+  switch (err) {
+  case cudaSuccess:
+    return "no error";
+  case cudaErrorInvalidValue:
+    return "invalid argument";
+  case cudaErrorMemoryAllocation:
+    return "out of memory";
+  case cudaErrorInvalidDevice:
+    return "invalid device ordinal";
+  }
+  return "unknown error";
 }

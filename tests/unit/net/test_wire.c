@@ -204,13 +204,24 @@ TEST(record_round_trips_and_bounds_its_payload) {
   r.arg = UINT64_MAX;
   rail_wire_rec_encode(&r, buf);
   CHECK_EQ_INT(rail_wire_rec_decode(buf, sizeof(buf), &back, &plen), -EPROTO);
-  /* A notice of a large message has no payload, whatever its size. */
-  r.flags = 0;
+  /* A notice of a large message names its buffer and has no payload,
+   * whatever its size. */
+  r.flags = RAIL_WIRE_REC_PAIRED;
   rail_wire_rec_encode(&r, buf);
   CHECK_EQ_INT(rail_wire_rec_decode(buf, sizeof(buf), &back, &plen), 0);
+  CHECK_EQ_INT(back.flags, RAIL_WIRE_REC_PAIRED);
   CHECK_EQ_INT(plen, 0);
+  /* An inline one that names its buffer carries its payload. */
+  r.flags = RAIL_WIRE_REC_INLINE | RAIL_WIRE_REC_PAIRED;
+  r.arg = 100;
+  rail_wire_rec_encode(&r, buf);
+  CHECK_EQ_INT(rail_wire_rec_decode(buf, sizeof(buf), &back, &plen), 0);
+  CHECK_EQ_INT(plen, 100);
   r.type = RAIL_WIRE_REC_RTR;
   r.flags = RAIL_WIRE_REC_INLINE; /* payload on a record that has none */
+  rail_wire_rec_encode(&r, buf);
+  CHECK_EQ_INT(rail_wire_rec_decode(buf, sizeof(buf), &back, &plen), -EPROTO);
+  r.flags = RAIL_WIRE_REC_PAIRED; /* only a message takes a buffer */
   rail_wire_rec_encode(&r, buf);
   CHECK_EQ_INT(rail_wire_rec_decode(buf, sizeof(buf), &back, &plen), -EPROTO);
   r.flags = 0x80;

@@ -1,0 +1,391 @@
+/* Grouped receives as NCCL posts them, for any transport, through net/net.h
+ * (unit.net_groups over loopback sockets, unit.verbs_groups over the fake
+ * verbs provider): a script of receives (single ones and groups of up to
+ * RAIL_NET_MAX_RECVS buffers, with tags) and of sends, posted in a given
+ * order by one thread that also tests everything, the way NCCL's proxy
+ * does. A send that isend refuses (NULL) is tried again on the next pass,
+ * and the sends after it with its tag wait for it, so that each tag's sends
+ * are accepted in order, as NCCL's per-peer steps are.
+ *
+ * The rule checked is NCCL's IB transport's: the k-th send with a tag
+ * takes the k-th buffer posted with that tag, across receives, whatever
+ * sends of other tags come between. Every buffer's reported size and bytes
+ * are checked, and so are the bytes past each message and the sizes past a
+ * group's n. */
+#ifndef RAIL_TEST_NET_GROUPS_H
+#define RAIL_TEST_NET_GROUPS_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "net/net.h"
+#include "test.h"
+
+/* The largest message a test moves: the transport's largest, but 64 MiB
+ * under ThreadSanitizer, whose shadow of a 1 GiB message's two buffers took
+ * 19 GB (measured, unit.net_groups); ASan's takes 2 GB and runs it whole. */
+#if defined(__SANITIZE_THREAD__)
+#define GS_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GS_THREAD_SANITIZER 1
+#endif
+#endif
+#ifdef GS_THREAD_SANITIZER
+#define GS_LARGEST(max) ((max) < (64u << 20) ? (max) : (size_t)(64u << 20))
+#else
+#define GS_LARGEST(max) (max)
+#endif
+
+#define GS_MAX_RECVS 24
+#define GS_MAX_SENDS (GS_MAX_RECVS * RAIL_NET_MAX_RECVS)
+#define GS_GUARD 64
+
+/* How receives are posted against the sends. */
+enum gs_policy {
+  GS_AHEAD,  /* every receive before any send */
+  GS_ONE,    /* one receive at a time: the next once the last completed */
+  GS_BEHIND, /* receives only after every send was tried once */
+};
+
+struct gs_recv {
+  int n;
+  int tags[RAIL_NET_MAX_RECVS];
+  size_t caps[RAIL_NET_MAX_RECVS];
+};
+
+struct gs_send {
+  int tag;
+  size_t size;
+};
+
+struct gs_script {
+  int nrecv, nsend;
+  struct gs_recv recv[GS_MAX_RECVS];
+  struct gs_send send[GS_MAX_SENDS];
+  int order[GS_MAX_SENDS]; /* sends in the order they are posted */
+};
+
+static inline double gs_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Message bytes, 8 at a time so that a 1 GiB one is quick to make and
+ * check: word i of message id. */
+static inline uint64_t gs_word(uint64_t id, uint64_t i) {
+  uint64_t x = (id + 1) * 0x9e3779b97f4a7c15ull ^ (i + 1) * 0xbf58476d1ce4e5b9ull;
+  return x ^ (x >> 29);
+}
+
+static inline void gs_fill(uint8_t *p, size_t n, uint64_t id) {
+  size_t i = 0;
+
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = gs_word(id, i / 8);
+    memcpy(p + i, &w, 8);
+  }
+  for (; i < n; i++)
+    p[i] = (uint8_t)(gs_word(id, i / 8) >> (8 * (i % 8)));
+}
+
+/* Whether the n bytes at p are message id's. */
+static inline int gs_same(const uint8_t *p, size_t n, uint64_t id) {
+  size_t i = 0;
+
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = gs_word(id, i / 8), v;
+    memcpy(&v, p + i, 8);
+    if (v != w) return 0;
+  }
+  for (; i < n; i++)
+    if (p[i] != (uint8_t)(gs_word(id, i / 8) >> (8 * (i % 8)))) return 0;
+  return 1;
+}
+
+/* Where each send must land by the rule: want[i] = recv * 8 + buffer, or -1
+ * when no buffer is left for it. */
+static inline void gs_expect(const struct gs_script *s, int *want) {
+  int taken[GS_MAX_SENDS] = {0};
+
+  for (int i = 0; i < s->nsend; i++)
+    want[i] = -1;
+  for (int r = 0; r < s->nrecv; r++)
+    for (int k = 0; k < s->recv[r].n; k++)
+      for (int j = 0; j < s->nsend; j++) {
+        int i = s->order[j];
+        if (taken[i] || s->send[i].tag != s->recv[r].tags[k]) continue;
+        taken[i] = 1;
+        want[i] = r * RAIL_NET_MAX_RECVS + k;
+        break;
+      }
+}
+
+/* Buffers, zero-filled past a guard, from mmap: a 1 GiB one costs only
+ * what is touched. */
+static inline uint8_t *gs_alloc(size_t n) {
+  void *p = mmap(NULL, n + GS_GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : (uint8_t *)p;
+}
+
+static inline void gs_release(uint8_t *p, size_t n) {
+  if (p != NULL) munmap(p, n + GS_GUARD);
+}
+
+static inline int gs_zero(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0) return 0;
+  return 1;
+}
+
+struct gs_state {
+  uint8_t *rbuf[GS_MAX_RECVS][RAIL_NET_MAX_RECVS], *sbuf[GS_MAX_SENDS];
+  void *rmh[GS_MAX_RECVS][RAIL_NET_MAX_RECVS], *smh[GS_MAX_SENDS];
+  void *rreq[GS_MAX_RECVS], *sreq[GS_MAX_SENDS];
+  int rposted[GS_MAX_RECVS], rdone[GS_MAX_RECVS], sposted[GS_MAX_SENDS], sdone[GS_MAX_SENDS];
+  int rsizes[GS_MAX_RECVS][RAIL_NET_MAX_RECVS + 1];
+};
+
+/* Posts receive r; 1 when it went, 0 when refused (try later), -1 on error. */
+static inline int gs_post_recv(void *rc, const struct gs_script *s, struct gs_state *st, int r) {
+  void *data[RAIL_NET_MAX_RECVS];
+  size_t caps[RAIL_NET_MAX_RECVS];
+  int tags[RAIL_NET_MAX_RECVS], rc_;
+
+  for (int k = 0; k < s->recv[r].n; k++) {
+    data[k] = st->rbuf[r][k];
+    caps[k] = s->recv[r].caps[k];
+    tags[k] = s->recv[r].tags[k];
+  }
+  st->rreq[r] = NULL;
+  rc_ = rail_net_irecv(rc, s->recv[r].n, data, caps, tags, st->rmh[r], &st->rreq[r]);
+  CHECK_EQ_INT(rc_, 0);
+  if (rc_ != 0) return -1;
+  st->rposted[r] = st->rreq[r] != NULL;
+  return st->rposted[r];
+}
+
+/* One pass over the sends not posted yet, in order: each tag's sends stop
+ * at the first one refused. Returns how many were posted, -1 on error. */
+static inline int gs_post_sends(void *sc, const struct gs_script *s, struct gs_state *st) {
+  int blocked[GS_MAX_SENDS], nblocked = 0, posted = 0;
+
+  for (int j = 0; j < s->nsend; j++) {
+    int i = s->order[j], skip = 0, rc;
+    if (st->sposted[i]) continue;
+    for (int b = 0; b < nblocked; b++)
+      skip |= blocked[b] == s->send[i].tag;
+    if (skip) continue;
+    st->sreq[i] = NULL;
+    rc = rail_net_isend(sc, st->sbuf[i], s->send[i].size, s->send[i].tag, st->smh[i], &st->sreq[i]);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0) return -1;
+    if (st->sreq[i] == NULL) {
+      blocked[nblocked++] = s->send[i].tag;
+      continue;
+    }
+    st->sposted[i] = 1;
+    posted++;
+  }
+  return posted;
+}
+
+/* Tests every posted request once; -1 on an error. Returns how many are
+ * left. */
+static inline int gs_test_all(const struct gs_script *s, struct gs_state *st) {
+  int left = 0;
+
+  for (int r = 0; r < s->nrecv; r++) {
+    int done = 0, rc;
+    if (!st->rposted[r] || st->rdone[r]) {
+      left += !st->rdone[r];
+      continue;
+    }
+    rc = rail_net_test(st->rreq[r], &done, st->rsizes[r]);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0) return -1;
+    st->rdone[r] = done;
+    left += !done;
+  }
+  for (int i = 0; i < s->nsend; i++) {
+    int done = 0, size = -1, rc;
+    if (!st->sposted[i] || st->sdone[i]) {
+      left += !st->sdone[i];
+      continue;
+    }
+    rc = rail_net_test(st->sreq[i], &done, &size);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0) return -1;
+    if (done) CHECK_EQ_INT(size, (int)s->send[i].size);
+    st->sdone[i] = done;
+    left += !done;
+  }
+  return left;
+}
+
+/* Runs script s over the pair (sc, rc) with the given policy, within
+ * timeout_s, and checks every buffer against the rule. 0 when everything
+ * completed (the checks say whether it was right); after an error the pair
+ * may still hold requests, and is for closing only. */
+static inline int gs_run(void *sc, void *rc, const struct gs_script *s, enum gs_policy policy,
+                         double timeout_s) {
+  struct gs_state *st = calloc(1, sizeof(*st));
+  int want[GS_MAX_SENDS], left = 1, next = 0, tried = 0, err = 0;
+  double t0 = gs_now();
+
+  if (st == NULL) return -ENOMEM;
+  gs_expect(s, want);
+  for (int i = 0; i < s->nsend; i++) {
+    CHECK(want[i] >= 0);
+    st->sbuf[i] = gs_alloc(s->send[i].size);
+    CHECK(st->sbuf[i] != NULL);
+    if (st->sbuf[i] == NULL) goto release;
+    gs_fill(st->sbuf[i], s->send[i].size, (uint64_t)i);
+    CHECK_EQ_INT(rail_net_reg_mr(sc, st->sbuf[i], s->send[i].size + GS_GUARD, RAIL_NET_PTR_HOST,
+                                 &st->smh[i]),
+                 0);
+  }
+  for (int r = 0; r < s->nrecv; r++) {
+    for (int k = 0; k < s->recv[r].n; k++) {
+      st->rbuf[r][k] = gs_alloc(s->recv[r].caps[k]);
+      CHECK(st->rbuf[r][k] != NULL);
+      if (st->rbuf[r][k] == NULL) goto release;
+      CHECK_EQ_INT(rail_net_reg_mr(rc, st->rbuf[r][k], s->recv[r].caps[k] + GS_GUARD,
+                                   RAIL_NET_PTR_HOST, &st->rmh[r][k]),
+                   0);
+    }
+    st->rsizes[r][s->recv[r].n] = 0x5a5a5a5a;
+  }
+  while (left > 0 && !err) {
+    if (gs_now() - t0 > timeout_s) {
+      fprintf(stderr, "gs_run: timed out after %.0f s\n", timeout_s);
+      CHECK(0);
+      err = -ETIME;
+      break;
+    }
+    /* Receives as the policy says: each in order. */
+    while (next < s->nrecv && (policy == GS_AHEAD || (policy == GS_BEHIND && tried) ||
+                               (policy == GS_ONE && (next == 0 || st->rdone[next - 1])))) {
+      int got = gs_post_recv(rc, s, st, next);
+      if (got < 0) err = -EIO;
+      if (got <= 0) break;
+      next++;
+    }
+    if (!err && gs_post_sends(sc, s, st) < 0) err = -EIO;
+    tried = 1;
+    if (!err && (left = gs_test_all(s, st)) < 0) err = -EIO;
+  }
+  /* Requests still pending own their buffers: those stay (a failed test
+   * leaks them rather than have a transport write into freed memory). */
+  if (err) return err;
+  for (int i = 0; i < s->nsend; i++) {
+    int r = want[i] / RAIL_NET_MAX_RECVS, k = want[i] % RAIL_NET_MAX_RECVS;
+    const uint8_t *b;
+    if (want[i] < 0) continue;
+    b = st->rbuf[r][k];
+    CHECK_EQ_INT(st->rsizes[r][k], (int)s->send[i].size);
+    if (!gs_same(b, s->send[i].size, (uint64_t)i)) {
+      fprintf(stderr, "gs_run: send %d (tag %d, %zu bytes) is not in receive %d buffer %d\n", i,
+              s->send[i].tag, s->send[i].size, r, k);
+      CHECK(0);
+    }
+    /* Nothing past the message. */
+    CHECK(gs_zero(b + s->send[i].size, s->recv[r].caps[k] - s->send[i].size + GS_GUARD));
+  }
+  for (int r = 0; r < s->nrecv; r++)
+    CHECK_EQ_INT(st->rsizes[r][s->recv[r].n], 0x5a5a5a5a);
+release:
+  for (int i = 0; i < s->nsend; i++) {
+    if (st->smh[i] != NULL) rail_net_dereg_mr(sc, st->smh[i]);
+    gs_release(st->sbuf[i], s->send[i].size);
+  }
+  for (int r = 0; r < s->nrecv; r++)
+    for (int k = 0; k < s->recv[r].n; k++) {
+      if (st->rmh[r][k] != NULL) rail_net_dereg_mr(rc, st->rmh[r][k]);
+      gs_release(st->rbuf[r][k], s->recv[r].caps[k]);
+    }
+  free(st);
+  return err;
+}
+
+/* ---- scripts ------------------------------------------------------------------------ */
+
+/* Appends a receive of n buffers with these tags, each of capacity cap. */
+static inline void gs_add_recv(struct gs_script *s, int n, const int *tags, size_t cap) {
+  struct gs_recv *r = &s->recv[s->nrecv++];
+
+  r->n = n;
+  for (int k = 0; k < n; k++) {
+    r->tags[k] = tags[k];
+    r->caps[k] = cap;
+  }
+}
+
+/* Appends a send, posted after those appended before. */
+static inline void gs_add_send(struct gs_script *s, int tag, size_t size) {
+  s->order[s->nsend] = s->nsend;
+  s->send[s->nsend++] = (struct gs_send){tag, size};
+}
+
+/* The tags NCCL gives a receive's buffers: ranks, from 0 to the largest. */
+static const int gs_tags[] = {0, 1, 2, 3, 7, 255, 4095, 65536, 1 << 20, 0x7fffffff};
+/* Sizes around what the transports treat differently: empty, inline (16
+ * KiB by default on sockets), one chunk unit, striping (256 KiB), chunks. */
+static const size_t gs_sizes[] = {
+    0, 1, 8, 1000, 16383, 16384, 16385, 65536, (256 << 10) + 3, 1 << 20, (3 << 20) + 7};
+
+static inline unsigned gs_rand(unsigned *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 17;
+  *x ^= *x << 5;
+  return *x;
+}
+
+/* A random script: receives of 1 to 8 buffers (one in three single) with
+ * tags from a few of gs_tags, one send per buffer of any size up to its
+ * capacity, posted in a random order that keeps each tag's sends in the
+ * order of their buffers (the order is what decides which send takes which
+ * buffer; across tags any order goes). */
+static inline void gs_random(struct gs_script *s, unsigned seed, int nrecv) {
+  int pool[4], next[GS_MAX_SENDS], left;
+  unsigned x = seed * 2654435761u + 1;
+
+  memset(s, 0, sizeof(*s));
+  for (int i = 0; i < 4; i++)
+    pool[i] = gs_tags[gs_rand(&x) % (sizeof(gs_tags) / sizeof(gs_tags[0]))];
+  for (int r = 0; r < nrecv; r++) {
+    struct gs_recv *rv = &s->recv[s->nrecv++];
+    rv->n = gs_rand(&x) % 3 == 0 ? 1 : 1 + (int)(gs_rand(&x) % RAIL_NET_MAX_RECVS);
+    for (int k = 0; k < rv->n; k++) {
+      size_t size = gs_sizes[gs_rand(&x) % (sizeof(gs_sizes) / sizeof(gs_sizes[0]))];
+      rv->tags[k] = pool[gs_rand(&x) % 4];
+      rv->caps[k] = size + gs_rand(&x) % 3 * 4096;
+      s->send[s->nsend++] = (struct gs_send){rv->tags[k], size};
+    }
+  }
+  /* A random merge of the tags' queues: sends are numbered in buffer
+   * order, so each tag's next send is its lowest unposted number. */
+  for (int i = 0; i < s->nsend; i++)
+    next[i] = 0;
+  for (left = s->nsend; left > 0; left--) {
+    int pick = (int)(gs_rand(&x) % (unsigned)left), i = 0, seen = 0;
+    /* the pick-th send still unposted, then the first of its tag */
+    for (i = 0; i < s->nsend; i++)
+      if (!next[i] && seen++ == pick) break;
+    for (int j = 0; j < i; j++)
+      if (!next[j] && s->send[j].tag == s->send[i].tag) {
+        i = j;
+        break;
+      }
+    next[i] = 1;
+    s->order[s->nsend - left] = i;
+  }
+}
+
+#endif
