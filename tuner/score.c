@@ -168,9 +168,12 @@ static void shapes_close(const struct shapes *sh, struct rail_score_row *row, FI
   row->shapes = sh->n;
   for (int i = 0; i < sh->n; i++) {
     if (sh->s[i].tuner >= sh->s[i].nccl) continue;
-    if (row->shapes_behind++ == 0)
-      snprintf(row->behind, sizeof(row->behind), "%s (%d against %d)", sh->s[i].key, sh->s[i].tuner,
-               sh->s[i].nccl);
+    /* The row keeps the first shape for its summary, cut to its field when
+     * long; --misses lists each in full. */
+    if (row->shapes_behind++ == 0 &&
+        snprintf(row->behind, sizeof(row->behind), "%s (%d against %d)", sh->s[i].key,
+                 sh->s[i].tuner, sh->s[i].nccl) >= (int)sizeof(row->behind))
+      memcpy(row->behind + sizeof(row->behind) - 4, "...", 4);
     if (misses != NULL)
       fprintf(misses,
               "  behind NCCL's own choice: %s%s%s, %s: the tuner right at %d points, NCCL at %d\n",
