@@ -388,4 +388,97 @@ static inline void gs_random(struct gs_script *s, unsigned seed, int nrecv) {
   }
 }
 
+/* ---- the scripts both transports run ------------------------------------------------ */
+
+/* Runs s under every policy; 0, or the first failure. */
+static inline int gs_run_policies(void *sc, void *rc, const struct gs_script *s, double secs) {
+  for (int policy = GS_AHEAD; policy <= GS_BEHIND; policy++) {
+    int err = gs_run(sc, rc, s, (enum gs_policy)policy, secs);
+    if (err != 0) {
+      fprintf(stderr, "policy %d: %d\n", policy, err);
+      return err;
+    }
+  }
+  return 0;
+}
+
+/* aws-ofi-nccl's grouped_recv multi_tag_test: a single receive (tag 8),
+ * then a group of eight (tags 0-7), the sends tagged 0, 8, 1, ..., 7 of
+ * about `size` bytes: the first send belongs to the group, not to the
+ * single receive posted before it. */
+static inline void gs_script_next_receive_first(struct gs_script *s, size_t size) {
+  static const int tags[8] = {0, 1, 2, 3, 4, 5, 6, 7}, eight = 8;
+
+  memset(s, 0, sizeof(*s));
+  gs_add_recv(s, 1, &eight, 512 << 10);
+  gs_add_recv(s, 8, tags, 512 << 10);
+  gs_add_send(s, 0, size);
+  gs_add_send(s, 8, size + 1);
+  for (int t = 1; t < 8; t++)
+    gs_add_send(s, t, size + (size_t)t * 3);
+}
+
+/* eager_multirecv T17-T22: two groups of eight with the same tags, the
+ * second message's sends interleaved with the first's (one early, or every
+ * other one); kind 0 all large, 1 all inline, 2 half and half. */
+static inline void gs_script_two_groups(struct gs_script *s, int kind, int every_other) {
+  static const int tags[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  static const int one_early[16][2] = {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5},
+                                       {0, 6}, {1, 1}, {0, 7}, {1, 0}, {1, 2}, {1, 3},
+                                       {1, 4}, {1, 5}, {1, 6}, {1, 7}};
+
+  memset(s, 0, sizeof(*s));
+  gs_add_recv(s, 8, tags, 64 << 10);
+  gs_add_recv(s, 8, tags, 64 << 10);
+  for (int i = 0; i < 16; i++) {
+    int msg = every_other ? i % 2 : one_early[i][0], tag = every_other ? i / 2 : one_early[i][1];
+    size_t size = kind == 0 ? 16385 + (size_t)msg : kind == 1 ? 1024 : tag < 4 ? 1024 : 40000;
+    gs_add_send(s, tag, size);
+  }
+}
+
+/* Three groups of two with the same tags, their sends interleaved across
+ * all three, the second group's large. */
+static inline void gs_script_three_groups_of_two(struct gs_script *s) {
+  static const int tags[2] = {0, 1};
+  static const int three[6][2] = {{0, 0}, {0, 1}, {1, 0}, {2, 0}, {1, 1}, {2, 1}};
+
+  memset(s, 0, sizeof(*s));
+  for (int g = 0; g < 3; g++)
+    gs_add_recv(s, 2, tags, 64 << 10);
+  for (int i = 0; i < 6; i++)
+    gs_add_send(s, three[i][1], three[i][0] == 1 ? 50000 : 1024);
+}
+
+/* The largest message in a group with an empty one and an inline one of
+ * its tag, after a single receive of another tag. */
+static inline void gs_script_largest_in_group(struct gs_script *s, size_t largest) {
+  static const int tags[3] = {5, 9, 5}, nine = 9;
+
+  memset(s, 0, sizeof(*s));
+  gs_add_recv(s, 1, &nine, 4096);
+  gs_add_recv(s, 3, tags, largest);
+  gs_add_send(s, 9, 100);
+  gs_add_send(s, 5, largest);
+  gs_add_send(s, 9, 0);
+  gs_add_send(s, 5, 3000);
+}
+
+/* 24 random scripts (gs_random), each under one of the policies; 0, or
+ * the first failure, naming its seed. */
+static inline int gs_run_random(void *sc, void *rc) {
+  struct gs_script s;
+
+  for (unsigned seed = 1; seed <= 24; seed++) {
+    int err;
+    gs_random(&s, seed, 4 + (int)(seed % 5));
+    err = gs_run(sc, rc, &s, (enum gs_policy)(seed % 3), 60);
+    if (err != 0) {
+      fprintf(stderr, "seed %u: %d\n", seed, err);
+      return err;
+    }
+  }
+  return 0;
+}
+
 #endif

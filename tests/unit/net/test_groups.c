@@ -20,96 +20,47 @@ static void ng_open(void) {
   CHECK_EQ_INT(nt_connect(nt_dev2, &ng_pair, 10), 0);
 }
 
-/* aws-ofi-nccl's grouped_recv multi_tag_test: a single receive (tag 8) and
- * then a group of eight (tags 0-7), the sends tagged 0, 8, 1, ..., 7: the
- * first send belongs to the second receive. */
+/* The scripts of groups.h: a send for the next receive first (grouped_recv's
+ * multi-tag test), two receives' sends interleaved (eager_multirecv
+ * T17-T22) and three groups of two, random scripts, and the largest message
+ * (RAIL_NET_MAX_P2P_BYTES; less under TSan) in a group. */
 TEST(a_send_for_the_next_receive_comes_first) {
   static const size_t sizes[] = {256 << 10, 1000, 0};
-  static const int tags[8] = {0, 1, 2, 3, 4, 5, 6, 7}, eight = 8;
+  struct gs_script s;
 
   ng_open();
-  for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
-    for (int policy = GS_AHEAD; policy <= GS_BEHIND; policy++) {
-      struct gs_script s = {0};
-      gs_add_recv(&s, 1, &eight, 512 << 10);
-      gs_add_recv(&s, 8, tags, 512 << 10);
-      gs_add_send(&s, 0, sizes[z]);
-      gs_add_send(&s, 8, sizes[z] + 1);
-      for (int t = 1; t < 8; t++)
-        gs_add_send(&s, t, sizes[z] + (size_t)t * 3);
-      CHECK_EQ_INT(gs_run(ng_pair.sc, ng_pair.rc, &s, (enum gs_policy)policy, 30), 0);
-    }
+  for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+    gs_script_next_receive_first(&s, sizes[z]);
+    CHECK_EQ_INT(gs_run_policies(ng_pair.sc, ng_pair.rc, &s, 30), 0);
+  }
   nt_close(&ng_pair);
 }
 
-/* eager_multirecv T17-T22: two groups of eight with the same tags, the
- * second message's sends interleaved with the first's (one early, or every
- * other one), all large, all inline, or half and half; and three groups of
- * two interleaved across all three. */
 TEST(sends_of_two_receives_interleave) {
-  static const int tags[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  static const int one_early[16][2] = {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5},
-                                       {0, 6}, {1, 1}, {0, 7}, {1, 0}, {1, 2}, {1, 3},
-                                       {1, 4}, {1, 5}, {1, 6}, {1, 7}};
-  static const int three[6][2] = {{0, 0}, {0, 1}, {1, 0}, {2, 0}, {1, 1}, {2, 1}};
+  struct gs_script s;
 
   ng_open();
   for (int kind = 0; kind < 3; kind++)
-    for (int every_other = 0; every_other < 2; every_other++)
-      for (int policy = GS_AHEAD; policy <= GS_BEHIND; policy++) {
-        struct gs_script s = {0};
-        gs_add_recv(&s, 8, tags, 64 << 10);
-        gs_add_recv(&s, 8, tags, 64 << 10);
-        for (int i = 0; i < 16; i++) {
-          int msg = every_other ? i % 2 : one_early[i][0],
-              tag = every_other ? i / 2 : one_early[i][1];
-          size_t size = kind == 0 ? 16385 + (size_t)msg : kind == 1 ? 1024 : tag < 4 ? 1024 : 40000;
-          gs_add_send(&s, tag, size);
-        }
-        CHECK_EQ_INT(gs_run(ng_pair.sc, ng_pair.rc, &s, (enum gs_policy)policy, 30), 0);
-      }
-  for (int policy = GS_AHEAD; policy <= GS_BEHIND; policy++) {
-    struct gs_script s = {0};
-    for (int g = 0; g < 3; g++)
-      gs_add_recv(&s, 2, tags, 64 << 10);
-    for (int i = 0; i < 6; i++)
-      gs_add_send(&s, three[i][1], three[i][0] == 1 ? 50000 : 1024);
-    CHECK_EQ_INT(gs_run(ng_pair.sc, ng_pair.rc, &s, (enum gs_policy)policy, 30), 0);
-  }
+    for (int every_other = 0; every_other < 2; every_other++) {
+      gs_script_two_groups(&s, kind, every_other);
+      CHECK_EQ_INT(gs_run_policies(ng_pair.sc, ng_pair.rc, &s, 30), 0);
+    }
+  gs_script_three_groups_of_two(&s);
+  CHECK_EQ_INT(gs_run_policies(ng_pair.sc, ng_pair.rc, &s, 30), 0);
   nt_close(&ng_pair);
 }
 
-/* Random scripts: receives of 1 to 8 buffers, tags from 0 to INT_MAX
- * repeated across receives (and within one), sizes from 0 to 3 MiB, sends in
- * any order across tags, receives ahead, one at a time, or behind. */
 TEST(random_receives_and_sends) {
   ng_open();
-  for (unsigned seed = 1; seed <= 24; seed++) {
-    struct gs_script s;
-    int rc;
-    gs_random(&s, seed, 4 + (int)(seed % 5));
-    rc = gs_run(ng_pair.sc, ng_pair.rc, &s, (enum gs_policy)(seed % 3), 60);
-    if (rc != 0) fprintf(stderr, "seed %u: %d\n", seed, rc);
-    CHECK_EQ_INT(rc, 0);
-  }
+  CHECK_EQ_INT(gs_run_random(ng_pair.sc, ng_pair.rc), 0);
   nt_close(&ng_pair);
 }
 
-/* The largest message (RAIL_NET_MAX_P2P_BYTES; groups.h: less under TSan)
- * in a group with an empty one and an inline one of its tag, after a single
- * receive of that tag. */
 TEST(the_largest_message_in_a_group) {
-  static const int tags[3] = {5, 9, 5}, nine = 9;
-  size_t largest = GS_LARGEST((size_t)RAIL_NET_MAX_P2P_BYTES);
-  struct gs_script s = {0};
+  struct gs_script s;
 
   ng_open();
-  gs_add_recv(&s, 1, &nine, 4096);
-  gs_add_recv(&s, 3, tags, largest);
-  gs_add_send(&s, 9, 100);
-  gs_add_send(&s, 5, largest);
-  gs_add_send(&s, 9, 0);
-  gs_add_send(&s, 5, 3000);
+  gs_script_largest_in_group(&s, GS_LARGEST((size_t)RAIL_NET_MAX_P2P_BYTES));
   CHECK_EQ_INT(gs_run(ng_pair.sc, ng_pair.rc, &s, GS_AHEAD, 120), 0);
   nt_close(&ng_pair);
 }

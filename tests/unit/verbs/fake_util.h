@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "fakeverbs.h"
+#include "net/net.h"
 #include "net/verbs/api.h"
 #include "net/verbs/conn.h"
 #include "test.h"
@@ -66,6 +67,20 @@ static inline int fx_tree_remove(void) {
 
   snprintf(cmd, sizeof(cmd), "rm -rf %s", fx_root);
   return fx_root[0] != '\0' && system(cmd) == 0 ? 0 : -1;
+}
+
+/* Once a process: the fake tree, NCCL's logger and the net layer up, with
+ * at least one device; 0 or -1, the same answer every call. */
+static inline int fx_net_up(void) {
+  static int done, rc;
+  int ndev = 0;
+
+  if (done) return rc;
+  done = 1;
+  rail_log_set_logger(fx_logger);
+  if (fx_tree() != 0) return rc = -1;
+  if (rail_net_init() != 0 || rail_net_devices(&ndev) != 0 || ndev < 1) return rc = -1;
+  return rc = 0;
 }
 #endif
 
@@ -212,6 +227,35 @@ static inline void fx_pair_close(struct fx_pair *p) {
   rail_verbs_conn_destroy(p->s);
   rail_verbs_conn_destroy(p->r);
   p->s = p->r = NULL;
+}
+
+/* A connection through the net interface (net/net.h) on device 0 to
+ * itself, for the tests that reach the verbs transport as NCCL does;
+ * listen, connect and accept bounded to 20 s. */
+struct fx_net_pair {
+  void *sc, *rc;
+};
+
+static inline int fx_net_pair_open(struct fx_net_pair *p) {
+  uint8_t handle[RAIL_NET_HANDLE_BYTES];
+  void *lc = NULL;
+  double end = fx_now() + 20;
+
+  memset(p, 0, sizeof(*p));
+  memset(handle, 0, sizeof(handle));
+  if (rail_net_listen(0, handle, &lc) != 0) return -1;
+  while ((p->sc == NULL || p->rc == NULL) && fx_now() < end) {
+    if (p->sc == NULL && rail_net_connect(0, handle, -1, &p->sc) != 0) break;
+    if (p->rc == NULL && rail_net_accept(lc, &p->rc) != 0) break;
+  }
+  rail_net_close_listen(lc);
+  return p->sc != NULL && p->rc != NULL ? 0 : -1;
+}
+
+static inline void fx_net_pair_close(struct fx_net_pair *p) {
+  if (p->sc != NULL) rail_net_close_send(p->sc);
+  if (p->rc != NULL) rail_net_close_recv(p->rc);
+  p->sc = p->rc = NULL;
 }
 
 /* Tests req until it is done or fails, progressing `other` too, for at most

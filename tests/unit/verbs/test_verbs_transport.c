@@ -19,45 +19,18 @@
 #include "net/net.h"
 #include "fake_util.h"
 
-/* Once: the fake tree, the environment, and the net layer up. */
+/* Once: the fake tree and the environment (a short peer timeout for the
+ * tests of a late or closed peer), read before the net layer comes up. */
 static int up(void) {
-  static int done, rc;
-  int ndev = 0;
+  static int done;
 
-  if (done) return rc;
-  done = 1;
-  rail_log_set_logger(fx_logger);
-  if (fx_tree() != 0) return rc = -1;
-  setenv("NCCL_RAIL_TIMEOUT_MS", "300", 1);
-  rail_param_reload();
-  if (rail_net_init() != 0 || rail_net_devices(&ndev) != 0 || ndev < 1) return rc = -1;
-  return rc = 0;
-}
-
-struct pair {
-  void *sc, *rc;
-};
-
-/* A connection on device 0 to itself, bounded. */
-static int pair_open(struct pair *p) {
-  uint8_t handle[RAIL_NET_HANDLE_BYTES];
-  void *lc = NULL;
-  double end = fx_now() + 20;
-
-  memset(p, 0, sizeof(*p));
-  memset(handle, 0, sizeof(handle));
-  if (rail_net_listen(0, handle, &lc) != 0) return -1;
-  while ((p->sc == NULL || p->rc == NULL) && fx_now() < end) {
-    if (p->sc == NULL && rail_net_connect(0, handle, -1, &p->sc) != 0) break;
-    if (p->rc == NULL && rail_net_accept(lc, &p->rc) != 0) break;
+  if (!done) {
+    done = 1;
+    if (fx_tree() != 0) return -1;
+    setenv("NCCL_RAIL_TIMEOUT_MS", "300", 1);
+    rail_param_reload();
   }
-  rail_net_close_listen(lc);
-  return p->sc != NULL && p->rc != NULL ? 0 : -1;
-}
-
-static void pair_close(struct pair *p) {
-  if (p->sc != NULL) rail_net_close_send(p->sc);
-  if (p->rc != NULL) rail_net_close_recv(p->rc);
+  return fx_net_up();
 }
 
 /* Tests req until done (or an error), at most secs. */
@@ -90,10 +63,10 @@ TEST(a_grouped_receive_through_the_net_interface) {
   void *smh = NULL, *rmh = NULL, *rreq = NULL, *sreq[N], *data[N + 1], *mhs[N + 1];
   size_t cap[N + 1];
   int tags[N + 1], sizes[64], done = 0;
-  struct pair p;
+  struct fx_net_pair p;
 
   CHECK_EQ_INT(up(), 0);
-  CHECK_EQ_INT(pair_open(&p), 0);
+  CHECK_EQ_INT(fx_net_pair_open(&p), 0);
   CHECK(strstr(fx_log, " over verbs: ") != NULL);
   CHECK_EQ_INT(rail_net_reg_mr(p.sc, sbuf, sizeof(sbuf), RAIL_NET_PTR_HOST, &smh), 0);
   CHECK_EQ_INT(rail_net_reg_mr(p.rc, rbuf, sizeof(rbuf), RAIL_NET_PTR_HOST, &rmh), 0);
@@ -131,7 +104,7 @@ TEST(a_grouped_receive_through_the_net_interface) {
   }
   rail_net_dereg_mr(p.sc, smh);
   rail_net_dereg_mr(p.rc, rmh);
-  pair_close(&p);
+  fx_net_pair_close(&p);
 }
 
 /* The receiver posts nothing for 3 x NCCL_RAIL_TIMEOUT_MS while sends wait:
@@ -143,10 +116,10 @@ TEST(a_late_receiver_lives_and_a_closed_one_fails_the_sender_in_bounded_time) {
   size_t cap = 1 << 20;
   int done = 0, tag = 0;
   double t0;
-  struct pair p;
+  struct fx_net_pair p;
 
   CHECK_EQ_INT(up(), 0);
-  CHECK_EQ_INT(pair_open(&p), 0);
+  CHECK_EQ_INT(fx_net_pair_open(&p), 0);
   CHECK_EQ_INT(rail_net_reg_mr(p.sc, sbuf, sizeof(sbuf), RAIL_NET_PTR_HOST, &smh), 0);
   CHECK_EQ_INT(rail_net_reg_mr(p.rc, rbuf, sizeof(rbuf), RAIL_NET_PTR_HOST, &rmh), 0);
   for (int i = 0; i < 4; i++)
@@ -179,7 +152,7 @@ TEST(a_late_receiver_lives_and_a_closed_one_fails_the_sender_in_bounded_time) {
   CHECK_EQ_INT(fx_nwarn, 1);
   CHECK(strstr(fx_log, "is gone: its side channel closed") != NULL);
   rail_net_dereg_mr(p.sc, smh);
-  pair_close(&p);
+  fx_net_pair_close(&p);
 }
 
 TEST(net_layer_goes_down) {
