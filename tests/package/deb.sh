@@ -17,11 +17,7 @@
 # $1: source dir; $2: work dir; $3: the project version; $4: the ABI harness.
 set -u
 src=$1 work=$2 version=$3 harness=$4
-fail=0
-check() { # check <description> <command...>
-  desc=$1; shift
-  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
-}
+. "$(dirname "$0")/../check.sh" # check, $fail
 die() { echo "FAIL: $*"; exit 1; }
 
 for tool in cpack dpkg-deb dpkg-shlibdeps dpkg-architecture lintian file; do

@@ -8,11 +8,7 @@ set -u
 cli=$1 version=$2
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check <description> <command...>
-  desc=$1; shift
-  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
-}
+. "$(dirname "$0")/../check.sh" # check, $fail
 
 "$cli" --version >"$tmp/v" 2>&1
 cat "$tmp/v"

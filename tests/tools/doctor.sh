@@ -15,11 +15,7 @@ cli() { "$cli_bin" "$@" --plugin "$plugin"; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 here=$(dirname "$0")
-fail=0
-check() { # check <description> <command...>: report, remember failure
-  desc=$1; shift
-  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
-}
+. "$(dirname "$0")/../check.sh" # check, $fail
 
 python3 "$here/mktree.py" "$trees/dual-socket.tree" "$tmp/dual" || exit 1
 python3 "$here/mktree.py" "$trees/veth-rig.tree" "$tmp/rig" || exit 1

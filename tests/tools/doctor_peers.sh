@@ -23,7 +23,7 @@ cli=$1
 plugin=$(dirname "$cli")/libnccl-net-rail.so
 A=rdoca$$ B=rdocb$$
 tmp=$(mktemp -d) || exit 1
-fail=0
+. "$(dirname "$0")/../check.sh" # check, $fail
 
 skip() {
   if [ "${RAIL_RIG_REQUIRED:-0}" = 1 ]; then echo "FAIL: RAIL_RIG_REQUIRED=1 but $*"; exit 1; fi
@@ -35,10 +35,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-check() { # check <description> <command...>
-  desc=$1; shift
-  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
-}
 
 [ "$(id -u)" -eq 0 ] || skip "network namespaces need root (uid $(id -u))"
 ip netns add "$A" 2>/dev/null || skip "cannot create a network namespace"

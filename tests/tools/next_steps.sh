@@ -8,8 +8,7 @@ set -u
 src=$1 build=$2 harness=$3
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { desc=$1; shift; if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi; }
+. "$(dirname "$0")/../check.sh" # check, $fail
 
 "$src/scripts/next-steps.sh" "$build" >"$tmp/next" 2>&1
 rc=$?

@@ -19,11 +19,7 @@ here=$src/tests/tools
 golden=$here/golden
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check <description> <command...>
-  desc=$1; shift
-  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
-}
+. "$(dirname "$0")/../check.sh" # check, $fail
 py() { python3 "$here/svg_check.py" "$@" || fail=1; }
 
 command -v rsvg-convert >/dev/null ||

@@ -10,11 +10,7 @@ set -u
 src=$1 build=$2
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check <description> <command...>
-  desc=$1; shift
-  if "$@"; then echo "ok   $desc"; else echo "FAIL $desc"; fail=1; fi
-}
+. "$(dirname "$0")/../check.sh" # check, $fail
 cd "$src" || exit 1
 build=$(cd "$build" && pwd)
 scripts/pictures.sh --list >"$tmp/list" || exit 1
