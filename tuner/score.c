@@ -503,6 +503,23 @@ static int pair_parse(const char *s, int *algo, int *proto) {
   return *algo >= 0 && *proto >= 0 ? 0 : -1;
 }
 
+/* One point for both choosers: each right where its pick is the measured
+ * winner (wa/wp); returns whether the tuner's was. */
+static int tally_picks(struct rail_score_row *row, struct shape_tally *st, int wa, int wp, int ta,
+                       int tp, int na, int np) {
+  int tuner_right = ta == wa && tp == wp, nccl_right = na == wa && np == wp;
+
+  row->tuner.points++;
+  row->nccl.points++;
+  row->tuner.agree += tuner_right;
+  row->nccl.agree += nccl_right;
+  if (st != NULL) {
+    st->tuner += tuner_right;
+    st->nccl += nccl_right;
+  }
+  return tuner_right;
+}
+
 /* Two measured candidates: both choosers are offered those two; a wrong
  * pick's regret is what the published times say. */
 static int score_decide(const struct point *pt, const char *rest, struct rail_score_row *row,
@@ -526,19 +543,9 @@ static int score_decide(const struct point *pt, const char *rest, struct rail_sc
   tuner_pick(&s, pt->coll, (size_t)pt->bytes, offered, &ta, &tp);
   nccl_pick(&s, &m, pt->coll, (size_t)pt->bytes, offered, &na, &np);
   timed = strcmp(wt, "-") != 0 && strcmp(lt, "-") != 0;
-  row->tuner.points++;
-  row->nccl.points++;
-  if (ta == wa && tp == wp) {
-    row->tuner.agree++;
-    if (st) st->tuner++;
-  } else if (misses != NULL) {
+  if (!tally_picks(row, st, wa, wp, ta, tp, na, np) && misses != NULL)
     fprintf(misses, "  %s: %d x %d %s %.0f B: model %s, measured %s\n", pt->source, m.nodes, m.gpus,
             rail_tuner_coll_name(pt->coll), pt->bytes, pair_name(ta, tp, t1, sizeof(t1)), win);
-  }
-  if (na == wa && np == wp) {
-    row->nccl.agree++;
-    if (st) st->nccl++;
-  }
   if (timed) {
     double regret = atof(lt) / atof(wt) - 1;
     tally_regret(&row->tuner, ta == wa && tp == wp ? 0 : regret);
@@ -567,21 +574,11 @@ static int score_winner(const struct point *pt, const char *rest, struct rail_sc
       table[a][p] = m.algos == 0 || (m.algos & (1u << a)) ? 1.0f : -1.0f;
   tuner_pick(&s, pt->coll, (size_t)pt->bytes, offered, &ta, &tp);
   nccl_pick(&s, &m, pt->coll, (size_t)pt->bytes, offered, &na, &np);
-  row->tuner.points++;
-  row->nccl.points++;
-  if (ta == wa && tp == wp) {
-    row->tuner.agree++;
-    if (st) st->tuner++;
-  } else if (misses != NULL) {
+  if (!tally_picks(row, st, wa, wp, ta, tp, na, np) && misses != NULL)
     fprintf(misses, "  %s: %d x %d %s %.0f B: model %s, NCCL %s, measured %s\n", pt->source,
             m.nodes, m.gpus, rail_tuner_coll_name(pt->coll), pt->bytes,
             pair_name(ta, tp, t1, sizeof(t1)), na >= 0 ? pair_name(na, np, t2, sizeof(t2)) : "-",
             win);
-  }
-  if (na == wa && np == wp) {
-    row->nccl.agree++;
-    if (st) st->nccl++;
-  }
   return 0;
 }
 
