@@ -450,6 +450,27 @@ static inline void gs_script_three_groups_of_two(struct gs_script *s) {
     gs_add_send(s, three[i][1], three[i][0] == 1 ? 50000 : 1024);
 }
 
+/* Every two-group variant (three kinds, one early or every other), then
+ * three groups of two, each under every policy; 0, or the first failure,
+ * naming its variant. */
+static inline int gs_run_interleaved(void *sc, void *rc) {
+  struct gs_script s;
+  int err;
+
+  for (int kind = 0; kind < 3; kind++)
+    for (int every_other = 0; every_other < 2; every_other++) {
+      gs_script_two_groups(&s, kind, every_other);
+      if ((err = gs_run_policies(sc, rc, &s, 30)) != 0) {
+        fprintf(stderr, "two groups, kind %d, every_other %d: %d\n", kind, every_other, err);
+        return err;
+      }
+    }
+  gs_script_three_groups_of_two(&s);
+  if ((err = gs_run_policies(sc, rc, &s, 30)) != 0)
+    fprintf(stderr, "three groups of two: %d\n", err);
+  return err;
+}
+
 /* The largest message in a group with an empty one and an inline one of
  * its tag, after a single receive of another tag. */
 static inline void gs_script_largest_in_group(struct gs_script *s, size_t largest) {

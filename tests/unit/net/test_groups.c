@@ -37,16 +37,8 @@ TEST(a_send_for_the_next_receive_comes_first) {
 }
 
 TEST(sends_of_two_receives_interleave) {
-  struct gs_script s;
-
   ng_open();
-  for (int kind = 0; kind < 3; kind++)
-    for (int every_other = 0; every_other < 2; every_other++) {
-      gs_script_two_groups(&s, kind, every_other);
-      CHECK_EQ_INT(gs_run_policies(ng_pair.sc, ng_pair.rc, &s, 30), 0);
-    }
-  gs_script_three_groups_of_two(&s);
-  CHECK_EQ_INT(gs_run_policies(ng_pair.sc, ng_pair.rc, &s, 30), 0);
+  CHECK_EQ_INT(gs_run_interleaved(ng_pair.sc, ng_pair.rc), 0);
   nt_close(&ng_pair);
 }
 

@@ -40,17 +40,10 @@ TEST(a_send_for_the_next_receive_comes_first) {
 }
 
 TEST(sends_of_two_receives_interleave) {
-  struct gs_script s;
   struct fx_net_pair p;
 
   CHECK_EQ_INT(pair_open(&p), 0);
-  for (int kind = 0; kind < 3; kind++)
-    for (int every_other = 0; every_other < 2; every_other++) {
-      gs_script_two_groups(&s, kind, every_other);
-      CHECK_EQ_INT(gs_run_policies(p.sc, p.rc, &s, 30), 0);
-    }
-  gs_script_three_groups_of_two(&s);
-  CHECK_EQ_INT(gs_run_policies(p.sc, p.rc, &s, 30), 0);
+  CHECK_EQ_INT(gs_run_interleaved(p.sc, p.rc), 0);
   CHECK_EQ_INT(fx_nwarn, 0);
   fx_net_pair_close(&p);
 }
