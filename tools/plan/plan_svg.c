@@ -397,20 +397,15 @@ static void draw_band(struct rail_svg *s, const struct ps_panel *p, const int *p
   rail_svg_group_end(s);
 }
 
-/* The regret strip: at each size some run measured, how much slower the
- * run standing for the tuner's pick was than the fastest run there. */
-static void draw_regret(struct rail_svg *s, const struct ps_ctx *c, const struct ps_panel *p,
-                        double y) {
-  const struct rail_measured *m = &c->d->meas;
-  double regret[512], xs[512], maxr = 0.10, lastlab = -1e9;
-  uint64_t sizes[512];
-  int n = 0, known = 0;
-  char buf[64];
+/* Every size a run of this collective measured, once, in order (at most
+ * max); returns how many. */
+static int regret_sizes(const struct rail_measured *m, const struct ps_panel *p, uint64_t *sizes,
+                        int max) {
+  int n = 0;
 
-  /* Every size a run of this collective measured, once, in order. */
   for (int r = 0; r < p->nruns; r++) {
     const struct rail_measured_run *run = &m->runs[p->runs[r]];
-    for (int i = 0; i < run->npoints && n < 512; i++) {
+    for (int i = 0; i < run->npoints && n < max; i++) {
       int seen = run->pts[i].bytes == 0;
       for (int q = 0; q < n && !seen; q++)
         seen = sizes[q] == run->pts[i].bytes;
@@ -423,6 +418,46 @@ static void draw_regret(struct rail_svg *s, const struct ps_ctx *c, const struct
       sizes[b] = sizes[b - 1];
       sizes[b - 1] = t;
     }
+  return n;
+}
+
+/* The strip's bars at xs (regret < 0: none there), scaled to maxr, each
+ * labelled where its label clears the one before. */
+static void draw_regret_bars(struct rail_svg *s, const double *regret, const double *xs, int n,
+                             double maxr, double y) {
+  double base = y + PS_REGRET_H - 7, h = PS_REGRET_H - 38, lastlab = -1e9;
+  char buf[64];
+
+  for (int q = 0; q < n; q++) {
+    double bh;
+    if (regret[q] < 0) continue;
+    bh = regret[q] / maxr * h;
+    if (bh < 1.5) bh = 1.5;
+    rail_svg_rect(s, "regret-bar", xs[q] - 4, base - bh, 8, bh, 0,
+                  regret[q] < 0.02   ? "#74c476"
+                  : regret[q] < 0.10 ? "#fdae6b"
+                                     : "#de2d26",
+                  NULL, 0, NULL);
+    if (regret[q] >= 0.005) {
+      snprintf(buf, sizeof(buf), "%.0f%%", regret[q] * 100);
+      if (xs[q] - rail_svg_text_width(buf, 9.5, 0) / 2 > lastlab + 3) {
+        rail_svg_text(s, "regret-label", xs[q], base - bh - 3, 9.5, RAIL_SVG_MIDDLE, 0, INK, 0,
+                      buf);
+        lastlab = xs[q] + rail_svg_text_width(buf, 9.5, 0) / 2;
+      }
+    }
+  }
+}
+
+/* The regret strip: at each size some run measured, how much slower the
+ * run standing for the tuner's pick was than the fastest run there. */
+static void draw_regret(struct rail_svg *s, const struct ps_ctx *c, const struct ps_panel *p,
+                        double y) {
+  const struct rail_measured *m = &c->d->meas;
+  double regret[512], xs[512], maxr = 0.10;
+  uint64_t sizes[512];
+  int n = regret_sizes(m, p, sizes, 512), known = 0;
+
   for (int q = 0; q < n; q++) {
     struct rail_plan_pick pk;
     double best = -1, mine = -1;
@@ -459,28 +494,7 @@ static void draw_regret(struct rail_svg *s, const struct ps_ctx *c, const struct
                   "run, at each size measured twice or more");
     rail_svg_rect(s, "regret-frame", PS_LEFT, y + 16, PS_PLOT_W, PS_REGRET_H - 22, 0, "#fafafa",
                   "#dddddd", 1, NULL);
-  }
-  if (known > 0) {
-    double base = y + PS_REGRET_H - 7, h = PS_REGRET_H - 38;
-    for (int q = 0; q < n; q++) {
-      double bh;
-      if (regret[q] < 0) continue;
-      bh = regret[q] / maxr * h;
-      if (bh < 1.5) bh = 1.5;
-      rail_svg_rect(s, "regret-bar", xs[q] - 4, base - bh, 8, bh, 0,
-                    regret[q] < 0.02   ? "#74c476"
-                    : regret[q] < 0.10 ? "#fdae6b"
-                                       : "#de2d26",
-                    NULL, 0, NULL);
-      if (regret[q] >= 0.005) {
-        snprintf(buf, sizeof(buf), "%.0f%%", regret[q] * 100);
-        if (xs[q] - rail_svg_text_width(buf, 9.5, 0) / 2 > lastlab + 3) {
-          rail_svg_text(s, "regret-label", xs[q], base - bh - 3, 9.5, RAIL_SVG_MIDDLE, 0, INK, 0,
-                        buf);
-          lastlab = xs[q] + rail_svg_text_width(buf, 9.5, 0) / 2;
-        }
-      }
-    }
+    draw_regret_bars(s, regret, xs, n, maxr, y);
   }
   rail_svg_group_end(s);
 }

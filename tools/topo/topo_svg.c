@@ -351,6 +351,29 @@ static void dev_size(const struct ts_dev *d, double *w, double *h) {
   *h = 10 + 14 + (d->nlines - 1) * 13 + (d->npills ? 20 : 0) + (d->nvlink ? 17 : 0) + 4;
 }
 
+static void layout(struct ts_tree *t, int id, double maxw);
+
+/* The machine's NUMA nodes, ncols a row within inner: each as wide as it
+ * wants where all fit in a row, else a share of the row in proportion to
+ * what it wants. */
+static void layout_numa(struct ts_tree *t, const struct ts_node *n, double inner, int ncols,
+                        int nchildren) {
+  double want = 0, share[RAIL_TOPO_MAX_NUMA + 1];
+  int k = 0;
+
+  for (int c = n->first; c >= 0; c = t->n[c].next, k++) {
+    layout(t, c, inner);
+    share[k] = t->n[c].w;
+    want += t->n[c].w;
+  }
+  k = 0;
+  for (int c = n->first; c >= 0; c = t->n[c].next, k++)
+    if (nchildren > ncols || want + (ncols - 1) * TS_GAP > inner)
+      layout(t, c,
+             nchildren > ncols ? (inner - (ncols - 1) * TS_GAP) / ncols
+                               : (inner - (ncols - 1) * TS_GAP) * share[k] / want);
+}
+
 /* Lays node id out within maxw: devices by their text, containers as rows
  * of children that wrap at maxw. */
 static void layout(struct ts_tree *t, int id, double maxw) {
@@ -374,21 +397,7 @@ static void layout(struct ts_tree *t, int id, double maxw) {
     if (ncols < 1) ncols = 1;
   }
   if (ncols > 0) {
-    /* Each NUMA node as wide as it wants where all fit in a row, else a
-     * share of the row in proportion to what it wants. */
-    double want = 0, share[RAIL_TOPO_MAX_NUMA + 1];
-    int k = 0;
-    for (int c = n->first; c >= 0; c = t->n[c].next, k++) {
-      layout(t, c, inner);
-      share[k] = t->n[c].w;
-      want += t->n[c].w;
-    }
-    k = 0;
-    for (int c = n->first; c >= 0; c = t->n[c].next, k++)
-      if (nchildren > ncols || want + (ncols - 1) * TS_GAP > inner)
-        layout(t, c,
-               nchildren > ncols ? (inner - (ncols - 1) * TS_GAP) / ncols
-                                 : (inner - (ncols - 1) * TS_GAP) * share[k] / want);
+    layout_numa(t, n, inner, ncols, nchildren);
   } else {
     for (int c = n->first; c >= 0; c = t->n[c].next)
       layout(t, c, inner);
@@ -602,6 +611,62 @@ static double draw_legend(struct rail_svg *s, double x, double y, int draw) {
   return x - x0;
 }
 
+/* The title, the summary line and, for a multi-node NVLink dump, what it
+ * holds. */
+static void draw_heading(struct rail_svg *s, const struct rail_topo *topo, const char *title,
+                         const char *sum) {
+  rail_svg_text(s, "title", TS_MARGIN, 28, 16, RAIL_SVG_START, 1, INK, 0, title);
+  rail_svg_text(s, "summary", TS_MARGIN, 48, 11.5, RAIL_SVG_START, 0, MUTED, 0, sum);
+  if (topo->mnnvl) {
+    char note[160];
+    snprintf(note, sizeof(note),
+             "multi-node NVLink: the dump holds %d hosts, this is the first; NCCL keeps the "
+             "collectives",
+             topo->mnnvl_hosts);
+    rail_svg_text(s, "note", TS_MARGIN, 66, 11.5, RAIL_SVG_START, 1, "#8a4b00", 0, note);
+  }
+}
+
+/* The NVLink bar under the machine box (barh high), with each GPU's drop
+ * to it. */
+static void draw_nvlink_bar(struct rail_svg *s, struct ts_tree *t, double mx, double my,
+                            double barh) {
+  const struct rail_topo *topo = t->topo;
+  const struct ts_node *m = &t->n[0];
+  char bar[160];
+
+  t->nvbar_top = my + m->h + 16;
+  draw_nvlink_drops(s, t, 0, mx, my);
+  if (topo->nvswitches > 0)
+    snprintf(bar, sizeof(bar), "NVSwitch ×%d: NVLink joins the %d GPUs", topo->nvswitches,
+             topo->ngpus);
+  else
+    snprintf(bar, sizeof(bar), "NVLink between the GPUs (no NVSwitch in the model)");
+  rail_svg_rect(s, "nvswitch", mx, t->nvbar_top, m->w, barh, 5, "#76b900", NULL, 0, NULL);
+  rail_svg_text(s, "nvswitch-label", mx + m->w / 2, t->nvbar_top + 22, 12.5, RAIL_SVG_MIDDLE, 1,
+                "#ffffff", 0, bar);
+}
+
+/* The text's warnings in a box at y, w wide with the margins; returns the
+ * y below it. */
+static double draw_warnings(struct rail_svg *s, const struct ts_warn *warn, double w, double y) {
+  if (warn->n == 0) {
+    rail_svg_text(s, "no-warnings", TS_MARGIN, y + 10, 11, RAIL_SVG_START, 0, MUTED, 0,
+                  "warnings: none");
+    return y + 26;
+  }
+  rail_svg_group(s, "warnings");
+  rail_svg_rect(s, "box", TS_MARGIN, y, w - 2 * TS_MARGIN, 26 + warn->n * 15 + 6, 5, "#fff4e0",
+                "#e69a28", 1.4, NULL);
+  rail_svg_text(s, "title", TS_MARGIN + 12, y + 18, 12, RAIL_SVG_START, 1, "#8a4b00", 0,
+                "warnings");
+  for (int i = 0; i < warn->n; i++)
+    rail_svg_text(s, "warning", TS_MARGIN + 12, y + 36 + i * 15, 11, RAIL_SVG_START, 0, INK, 0,
+                  warn->lines[i]);
+  rail_svg_group_end(s);
+  return y + 26 + warn->n * 15 + 6 + 22;
+}
+
 int rail_topo_svg(const struct rail_topo *topo, FILE *f) {
   struct ts_tree *t = calloc(1, sizeof(*t));
   struct ts_warn *warn = calloc(1, sizeof(*warn));
@@ -609,6 +674,7 @@ int rail_topo_svg(const struct rail_topo *topo, FILE *f) {
   char title[RAIL_TOPO_PATH + 32], sum[320];
   const struct ts_node *m;
   double w, h, y, mx = TS_MARGIN, my = topo->mnnvl ? 80 : 62, barh = 0;
+  const char *slash = strrchr(topo->source, '/');
   int rc;
 
   if (t == NULL || warn == NULL) {
@@ -633,61 +699,21 @@ int rail_topo_svg(const struct rail_topo *topo, FILE *f) {
   y = my + m->h + (barh ? 16 + barh : 0);
   h = y + 18 + (warn->n ? 26 + warn->n * 15 + 14 : 22) + 30;
 
-  {
-    /* A file by its name (the whole path is what the text's first line
-     * gives), a live machine by how it was read. */
-    const char *slash = strrchr(topo->source, '/');
-    snprintf(title, sizeof(title), "nccl-rail topo: %s",
-             slash             ? slash + 1
-             : topo->source[0] ? topo->source
-                               : "?");
-  }
+  /* A file by its name (the whole path is what the text's first line
+   * gives), a live machine by how it was read. */
+  snprintf(title, sizeof(title), "nccl-rail topo: %s",
+           slash             ? slash + 1
+           : topo->source[0] ? topo->source
+                             : "?");
   rail_svg_begin(&s, f, w, h, title);
-  rail_svg_text(&s, "title", TS_MARGIN, 28, 16, RAIL_SVG_START, 1, INK, 0, title);
-  rail_svg_text(&s, "summary", TS_MARGIN, 48, 11.5, RAIL_SVG_START, 0, MUTED, 0, sum);
-  if (topo->mnnvl) {
-    char note[160];
-    snprintf(note, sizeof(note),
-             "multi-node NVLink: the dump holds %d hosts, this is the first; NCCL keeps the "
-             "collectives",
-             topo->mnnvl_hosts);
-    rail_svg_text(&s, "note", TS_MARGIN, 66, 11.5, RAIL_SVG_START, 1, "#8a4b00", 0, note);
-  }
+  draw_heading(&s, topo, title, sum);
   rail_svg_group(&s, "machine");
-  if (barh) {
-    char bar[160];
-    t->nvbar_top = my + m->h + 16;
-    draw_nvlink_drops(&s, t, 0, mx, my);
-    if (topo->nvswitches > 0)
-      snprintf(bar, sizeof(bar), "NVSwitch ×%d: NVLink joins the %d GPUs", topo->nvswitches,
-               topo->ngpus);
-    else
-      snprintf(bar, sizeof(bar), "NVLink between the GPUs (no NVSwitch in the model)");
-    rail_svg_rect(&s, "nvswitch", mx, t->nvbar_top, m->w, barh, 5, "#76b900", NULL, 0, NULL);
-    rail_svg_text(&s, "nvswitch-label", mx + m->w / 2, t->nvbar_top + 22, 12.5, RAIL_SVG_MIDDLE, 1,
-                  "#ffffff", 0, bar);
-  }
+  if (barh) draw_nvlink_bar(&s, t, mx, my, barh);
   /* The machine box goes over the drops, so they show below it only. */
   rail_svg_rect(&s, "box", mx, my, m->w, m->h, 6, "#f7f7f7", "#555555", 1.4, NULL);
   draw_node(&s, t, 0, mx, my);
   rail_svg_group_end(&s);
-  y += 18;
-  if (warn->n > 0) {
-    rail_svg_group(&s, "warnings");
-    rail_svg_rect(&s, "box", TS_MARGIN, y, w - 2 * TS_MARGIN, 26 + warn->n * 15 + 6, 5, "#fff4e0",
-                  "#e69a28", 1.4, NULL);
-    rail_svg_text(&s, "title", TS_MARGIN + 12, y + 18, 12, RAIL_SVG_START, 1, "#8a4b00", 0,
-                  "warnings");
-    for (int i = 0; i < warn->n; i++)
-      rail_svg_text(&s, "warning", TS_MARGIN + 12, y + 36 + i * 15, 11, RAIL_SVG_START, 0, INK, 0,
-                    warn->lines[i]);
-    rail_svg_group_end(&s);
-    y += 26 + warn->n * 15 + 6 + 22;
-  } else {
-    rail_svg_text(&s, "no-warnings", TS_MARGIN, y + 10, 11, RAIL_SVG_START, 0, MUTED, 0,
-                  "warnings: none");
-    y += 26;
-  }
+  y = draw_warnings(&s, warn, w, y + 18);
   rail_svg_group(&s, "legend");
   draw_legend(&s, TS_MARGIN, y + 8, 1);
   rail_svg_group_end(&s);
