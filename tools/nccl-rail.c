@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tools/cli.h"
+#include "tools/cli/cli.h"
 
 static const struct {
   const char *name;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tools/netdrive.h"
+#include "tools/drive/netdrive.h"
 
 #define C8(cn) ((const ncclCollNet_v8_t *)(cn)->table)
 #define C10(cn) ((const ncclCollNet_v10_t *)(cn)->table)

@@ -13,7 +13,7 @@
 
 #include "tests/abi/cndrive.h"
 #include "tests/collnet/standin_stats.h"
-#include "tools/netdrive.h"
+#include "tools/drive/netdrive.h"
 
 /* Unprefixed because the checks name them: a failed CHECK prints its
  * expression, and these read as they did in the one-file harness. */

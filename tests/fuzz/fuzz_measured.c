@@ -1,5 +1,5 @@
 /* fuzz.measured: the reader of nccl-tests output that `nccl-rail plan
- * --measured` takes from users (tools/measured.c) on any bytes. It never
+ * --measured` takes from users (tools/read/measured.c) on any bytes. It never
  * reads past the buffer, crashes or leaks (ASan/UBSan); what it accepts
  * holds together (runs of a tuned collective with rows of finite,
  * non-negative figures), and what it refuses says why in a terminated
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/measured.h"
+#include "tools/read/measured.h"
 #include "tuner/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

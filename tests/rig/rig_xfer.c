@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "plugin/abi/nccl_net.h"
-#include "tools/netdrive.h"
+#include "tools/drive/netdrive.h"
 
 #define XFER_TAG 7
 #define XFER_MAX_WINDOW 32 /* NCCL_NET_MAX_REQUESTS */

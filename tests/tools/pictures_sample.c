@@ -1,11 +1,11 @@
-/* rail-pictures-sample: doctor --peers' rail chart (tools/bars.c) from
+/* rail-pictures-sample: doctor --peers' rail chart (tools/draw/bars.c) from
  * fixed rails, for tools.pictures to check, render and compare with its
  * golden: a --peers run needs two nodes, the chart's drawing does not.
  * Usage: rail-pictures-sample OUT.svg */
 #include <stdio.h>
 #include <string.h>
 
-#include "tools/bars.h"
+#include "tools/draw/bars.h"
 
 int main(int argc, char **argv) {
   struct rail_bar bars[3];

@@ -25,7 +25,7 @@ NS = "{http://www.w3.org/2000/svg}"
 failed = 0
 
 # DejaVu Sans advance widths, thousandths of an em, ASCII 32..126 (the
-# writer's own table, tools/svg.c): to check that labels fit their boxes.
+# writer's own table, tools/draw/svg.c): to check that labels fit their boxes.
 REG = [318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636, 636,
        636, 636, 636, 636, 636, 636, 636, 636, 337, 337, 838, 838, 838, 531, 1000, 684, 686, 698,
        770, 632, 575, 775, 752, 295, 295, 656, 557, 863, 748, 787, 603, 787, 695, 635, 611, 732,

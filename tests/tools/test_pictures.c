@@ -1,15 +1,15 @@
 /* unit.pictures: the pure parts of the command's pictures: the SVG writer's
- * escaping and text measures (tools/svg.c), the reader of nccl-tests output
- * that plan --measured takes from users (tools/measured.c), and doctor's
- * rail bars (tools/bars.c). The drawings themselves are checked against
+ * escaping and text measures (tools/draw/svg.c), the reader of nccl-tests output
+ * that plan --measured takes from users (tools/read/measured.c), and doctor's
+ * rail bars (tools/draw/bars.c). The drawings themselves are checked against
  * the model and their goldens by tools.pictures. */
 #include <errno.h>
 #include <math.h>
 
 #include "tests/unit/test.h"
-#include "tools/bars.h"
-#include "tools/measured.h"
-#include "tools/svg.h"
+#include "tools/draw/bars.h"
+#include "tools/draw/svg.h"
+#include "tools/read/measured.h"
 #include "tuner/model.h"
 
 /* ---- the writer ------------------------------------------------------------ */

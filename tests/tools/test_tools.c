@@ -1,7 +1,7 @@
 /* unit.tools: the pure parts of the nccl-rail command: NCCL's bootstrap
- * interface rules (tools/bootif.c), the HOST:PORT syntax of the out-of-band
- * connections (tools/oob.c), the option value checks (tools/cli.c) and the
- * JSON reader that takes iperf3's results apart (tools/jread.c). */
+ * interface rules (tools/doctor/bootif.c), the HOST:PORT syntax of the out-of-band
+ * connections (tools/drive/oob.c), the option value checks (tools/cli/cli.c) and the
+ * JSON reader that takes iperf3's results apart (tools/read/jread.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
@@ -9,10 +9,10 @@
 #include <netinet/in.h>
 
 #include "tests/unit/test.h"
-#include "tools/bootif.h"
-#include "tools/cli.h"
-#include "tools/jread.h"
-#include "tools/oob.h"
+#include "tools/cli/cli.h"
+#include "tools/doctor/bootif.h"
+#include "tools/drive/oob.h"
+#include "tools/read/jread.h"
 
 /* A fake getifaddrs list: entries in the order given. */
 struct fake_if {

@@ -21,26 +21,6 @@
 #define _GNU_SOURCE
 #include "collperf.h"
 
-#include <errno.h>
-#include <time.h>
-
-const char *const cp_coll_names[CP_NCOLL] = {"allreduce", "allgather", "reducescatter",
-                                             "broadcast"};
-const char *const cp_coll_titles[CP_NCOLL] = {"AllReduce", "AllGather", "ReduceScatter",
-                                              "Broadcast"};
-
-double cp_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void cp_sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
 int main(int argc, char **argv) {
   struct cp_opts o;
 

@@ -1,6 +1,6 @@
 /* collperf's parts (collperf.c says what the tool does): options (opts.c),
- * one rank's measurement (rank.c) and the launcher that forks and bounds the
- * ranks (launch.c). */
+ * one rank's measurement (rank.c), the launcher that forks and bounds the
+ * ranks (launch.c) and the clock both bound their waits with (clock.c). */
 #ifndef RAIL_COLLPERF_H
 #define RAIL_COLLPERF_H
 
@@ -19,6 +19,7 @@ enum {
 };
 
 enum cp_coll { CP_ALLREDUCE, CP_ALLGATHER, CP_REDUCESCATTER, CP_BROADCAST, CP_NCOLL };
+/* opts.c */
 extern const char *const cp_coll_names[CP_NCOLL];  /* "allreduce", ... */
 extern const char *const cp_coll_titles[CP_NCOLL]; /* "AllReduce", ... */
 
@@ -45,7 +46,7 @@ int cp_rank_main(const struct cp_opts *o, int rank, const char *idpath);
 /* launch.c: forks the ranks, starts and stops MPS if asked, bounds every
  * wait; returns the run's exit code. */
 int cp_launch(const struct cp_opts *o);
-/* collperf.c: a monotonic clock in seconds, and a sleep that survives
+/* clock.c: a monotonic clock in seconds, and a sleep that survives
  * signals. */
 double cp_now(void);
 void cp_sleep_ms(int ms);

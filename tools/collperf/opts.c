@@ -10,6 +10,13 @@
 #include <string.h>
 #include <strings.h>
 
+/* The collectives by the names --colls takes and the CSV writes, and by
+ * the titles of the table (rank.c). */
+const char *const cp_coll_names[CP_NCOLL] = {"allreduce", "allgather", "reducescatter",
+                                             "broadcast"};
+const char *const cp_coll_titles[CP_NCOLL] = {"AllReduce", "AllGather", "ReduceScatter",
+                                              "Broadcast"};
+
 static void cp_usage(FILE *f) {
   fprintf(
       f,

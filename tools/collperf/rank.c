@@ -277,6 +277,35 @@ static void cp_iters_for(const struct cp_opts *o, size_t bytes, int *iters, int 
   *warmup = wu;
 }
 
+/* Rank 0's line for one size, from every rank's summed time and error
+ * count (stat), and its CSV row; the run's totals grow by it. */
+static void cp_print_row(struct cp_rank *R, enum cp_coll c, size_t bytes, int iters,
+                         const double stat[2]) {
+  double us = stat[0] / R->nranks * 1e3;
+  double algbw = (double)bytes / (us * 1e-6) / 1e9;
+  double busbw = algbw * cp_busbw_factor(c, R->nranks);
+  unsigned long long wrong = (unsigned long long)stat[1];
+  char wbuf[32];
+
+  if (R->o->check)
+    snprintf(wbuf, sizeof(wbuf), "%llu", wrong);
+  else
+    snprintf(wbuf, sizeof(wbuf), "N/A");
+  printf("%12zu  %12zu  %6s  %6s  %5d  %10.2f  %7.2f  %7.2f  %7s\n", bytes, bytes / sizeof(float),
+         "float", c == CP_ALLGATHER || c == CP_BROADCAST ? "none" : "sum",
+         c == CP_BROADCAST ? 0 : -1, us, algbw, busbw, wbuf);
+  fflush(stdout);
+  if (R->csv != NULL) {
+    fprintf(R->csv, "%s,%d,%zu,%zu,float,%d,%.3f,%.6g,%.6g,%lld\n", cp_coll_names[c], R->nranks,
+            bytes, bytes / sizeof(float), iters, us, algbw, busbw,
+            R->o->check ? (long long)wrong : -1LL);
+    fflush(R->csv);
+  }
+  R->busbw_sum += busbw;
+  R->nrows++;
+  R->wrong_total += wrong;
+}
+
 /* Runs one collective at one size on every rank; rank 0 prints the line. */
 static int cp_run_size(struct cp_rank *R, enum cp_coll c, size_t asked) {
   size_t count = cp_count(c, asked, R->nranks);
@@ -313,31 +342,7 @@ static int cp_run_size(struct cp_rank *R, enum cp_coll c, size_t asked) {
   CP_CUDA(R, cudaMemcpyAsync(stat, R->stat, sizeof(stat), cudaMemcpyDeviceToHost, R->stream), fail);
   if (cp_wait(R) != 0) goto fail;
 
-  if (R->rank == 0) {
-    double us = stat[0] / R->nranks * 1e3;
-    double algbw = (double)bytes / (us * 1e-6) / 1e9;
-    double busbw = algbw * cp_busbw_factor(c, R->nranks);
-    unsigned long long wrong = (unsigned long long)stat[1];
-    char wbuf[32];
-
-    if (R->o->check)
-      snprintf(wbuf, sizeof(wbuf), "%llu", wrong);
-    else
-      snprintf(wbuf, sizeof(wbuf), "N/A");
-    printf("%12zu  %12zu  %6s  %6s  %5d  %10.2f  %7.2f  %7.2f  %7s\n", bytes, bytes / sizeof(float),
-           "float", c == CP_ALLGATHER || c == CP_BROADCAST ? "none" : "sum",
-           c == CP_BROADCAST ? 0 : -1, us, algbw, busbw, wbuf);
-    fflush(stdout);
-    if (R->csv != NULL) {
-      fprintf(R->csv, "%s,%d,%zu,%zu,float,%d,%.3f,%.6g,%.6g,%lld\n", cp_coll_names[c], R->nranks,
-              bytes, bytes / sizeof(float), iters, us, algbw, busbw,
-              R->o->check ? (long long)wrong : -1LL);
-      fflush(R->csv);
-    }
-    R->busbw_sum += busbw;
-    R->nrows++;
-    R->wrong_total += wrong;
-  }
+  if (R->rank == 0) cp_print_row(R, c, bytes, iters, stat);
   return stat[1] > 0 ? 1 : 0;
 fail:
   return -1;

@@ -1,4 +1,4 @@
-/* `nccl-rail plan` (tools/cmd_plan.c): what it prints, its options and
+/* `nccl-rail plan` (tools/plan/cmd_plan.c): what it prints, its options and
  * errors, its JSON (docs/json.md), and the flags that say what a site
  * knows. */
 #include <errno.h>

@@ -1,0 +1,217 @@
+/* nccl-rail bench: statistics, the verdict, the table and the JSON
+ * (bench.h). The JSON's field names are an interface (docs/json.md). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "tools/bench/bench.h"
+#include "tools/cli/cli.h"
+
+static int bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+void rail_bench_lat_stats(double *us, int n, double out[3]) {
+  double sum = 0;
+  for (int i = 0; i < n; i++)
+    sum += us[i];
+  qsort(us, (size_t)n, sizeof(*us), bench_cmp_double);
+  out[0] = us[n / 2];
+  out[1] = sum / n;
+  out[2] = us[0];
+}
+
+static double bench_gbps(uint64_t bytes, double secs) { return secs > 0 ? bytes / secs / 1e9 : 0; }
+
+static const char *bench_human(uint64_t n, char *buf, size_t len) {
+  if (n >= (1u << 30) && n % (1u << 30) == 0)
+    snprintf(buf, len, "%" PRIu64 " GiB", n >> 30);
+  else if (n >= (1u << 20) && n % (1u << 20) == 0)
+    snprintf(buf, len, "%" PRIu64 " MiB", n >> 20);
+  else if (n >= 1024 && n % 1024 == 0)
+    snprintf(buf, len, "%" PRIu64 " KiB", n >> 10);
+  else
+    snprintf(buf, len, "%" PRIu64 " B", n);
+  return buf;
+}
+
+/* The median of n values (n >= 1), sorting them. */
+double rail_bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void bench_dir_sum(const struct bench *b, int si, int twoway, struct bench_dir *d) {
+  const double(*ps)[BENCH_MAX_ROUNDS] = twoway ? b->twoway_s : b->oneway_s;
+  const double(*rs)[BENCH_MAX_ROUNDS] = twoway ? b->raw_twoway_s : b->raw_oneway_s;
+  uint64_t bytes = b->cfg.size[si] * b->cfg.iters[si] * (twoway ? 2 : 1);
+  double p[BENCH_MAX_ROUNDS] = {0}, r[BENCH_MAX_ROUNDS] = {0}, q[BENCH_MAX_ROUNDS] = {0};
+  int n = b->cfg.rounds;
+
+  for (int k = 0; k < n; k++) {
+    p[k] = bench_gbps(bytes, ps[si][k]);
+    r[k] = bench_gbps(bytes, rs[si][k]);
+    d->ratios[k] = q[k] = r[k] > 0 ? p[k] / r[k] : 0;
+  }
+  d->plugin = rail_bench_median(p, n);
+  d->raw = rail_bench_median(r, n);
+  d->ratio = rail_bench_median(q, n); /* sorts q */
+  d->lo = q[0];
+  d->hi = q[n - 1];
+}
+
+void rail_bench_judge(const struct bench *b, struct bench_verdict *v) {
+  memset(v, 0, sizeof(*v));
+  v->tput_ok = 1;
+  v->worst_ratio = -1;
+  for (int i = 0; i < b->cfg.nsizes && b->cfg.raw; i++) {
+    struct bench_dir d;
+    if (b->cfg.size[i] < (4u << 20)) continue;
+    for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+      bench_dir_sum(b, i, tw, &d);
+      if (!v->tput_checked || d.ratio < v->worst_ratio) v->worst_ratio = d.ratio;
+      v->tput_checked = 1;
+    }
+  }
+  if (v->tput_checked) v->tput_ok = v->worst_ratio >= 0.9;
+  if (b->cfg.raw && b->cfg.lat_iters > 0 && b->peer.lat_us[1][0] > 0) {
+    v->lat_checked = 1;
+    v->lat_ratio = b->peer.lat_us[0][0] / b->peer.lat_us[1][0];
+    v->lat_ok = v->lat_ratio <= 1.3;
+  } else {
+    v->lat_ok = 1;
+  }
+}
+
+void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v) {
+  int ranges = b->cfg.raw && b->cfg.rounds > 1;
+  char hb[32];
+
+  printf("nccl-rail bench: %s device %d \"%s\" (%d Mbps, %d rail%s), window %d; raw TCP: %d "
+         "stream%s (a plugin comm opened %d TCP connections)\n",
+         b->nd.name, b->opt.dev, b->props.name ? b->props.name : "?", b->props.speed, b->naddrs,
+         b->naddrs == 1 ? "" : "s", b->cfg.window, b->nstreams, b->nstreams == 1 ? "" : "s",
+         b->peer.plugin_socks);
+  if (b->cfg.rounds > 1)
+    printf("%d rounds, plugin and raw TCP in turn: GB/s are medians, ratios the median of the "
+           "rounds' ratios, lowest-highest beside them\n",
+           b->cfg.rounds);
+  printf("%10s %9s |", "size", "messages");
+  for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+    printf(" %9s %9s %6s", tw ? "two-way" : "one-way", "raw TCP", "ratio");
+    if (ranges) printf(" %11s", "rounds");
+    printf(" |");
+  }
+  printf("   (GB/s; two-way counts both directions)\n");
+  for (int i = 0; i < b->cfg.nsizes; i++) {
+    printf("%10s %9" PRIu64 " |", bench_human(b->cfg.size[i], hb, sizeof(hb)), b->cfg.iters[i]);
+    for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+      struct bench_dir d;
+      bench_dir_sum(b, i, tw, &d);
+      printf(" %9.3f ", d.plugin);
+      if (b->cfg.raw)
+        printf("%9.3f %6.2f", d.raw, d.ratio);
+      else
+        printf("%9s %6s", "-", "-");
+      if (ranges) printf("   %.2f-%.2f", d.lo, d.hi);
+      printf(" |");
+    }
+    printf("\n");
+  }
+  if (b->cfg.lat_iters > 0) {
+    printf("round trip, %d B, %d iterations: plugin p50 %.1f us (mean %.1f, min %.1f)",
+           BENCH_LAT_BYTES, b->cfg.lat_iters, b->peer.lat_us[0][0], b->peer.lat_us[0][1],
+           b->peer.lat_us[0][2]);
+    if (b->cfg.raw)
+      printf("; raw TCP p50 %.1f us (mean %.1f, min %.1f); ratio %.2f", b->peer.lat_us[1][0],
+             b->peer.lat_us[1][1], b->peer.lat_us[1][2], v->lat_ratio);
+    printf("\n");
+  }
+  if (b->peer.iperf3_gbps >= 0)
+    printf("iperf3 -P %d to %s: %.3f GB/s (%.2f Gbit/s)\n", b->nstreams, b->addrs[0],
+           b->peer.iperf3_gbps, b->peer.iperf3_gbps * 8);
+  else if (b->cfg.iperf3 && b->cfg.raw)
+    printf("iperf3: not installed or failed; raw TCP above is the baseline\n");
+  if (v->tput_checked)
+    printf("target >= 0.90 of raw TCP from 4 MiB: %s (worst %.2f)\n", v->tput_ok ? "met" : "MISSED",
+           v->worst_ratio);
+  if (v->lat_checked)
+    printf("target round trip <= 1.3x raw TCP: %s (%.2f)\n", v->lat_ok ? "met" : "MISSED",
+           v->lat_ratio);
+}
+
+static void bench_json_size(struct rail_json *j, const struct bench *b, int i) {
+  rail_json_object(j, NULL, RAIL_JSON_INLINE);
+  rail_json_uint(j, "bytes", b->cfg.size[i]);
+  rail_json_uint(j, "messages", b->cfg.iters[i]);
+  for (int tw = 0; tw <= b->cfg.twoway; tw++) {
+    const char *dir = tw ? "twoway" : "oneway";
+    char key[32];
+    struct bench_dir d;
+    bench_dir_sum(b, i, tw, &d);
+    snprintf(key, sizeof(key), "%s_GBps", dir);
+    rail_json_fixed(j, key, d.plugin, 4);
+    if (!b->cfg.raw) continue;
+    snprintf(key, sizeof(key), "raw_%s_GBps", dir);
+    rail_json_fixed(j, key, d.raw, 4);
+    snprintf(key, sizeof(key), "%s_ratio", dir);
+    rail_json_fixed(j, key, d.ratio, 4);
+    snprintf(key, sizeof(key), "%s_ratios", dir);
+    rail_json_array(j, key, RAIL_JSON_INLINE);
+    for (int r = 0; r < b->cfg.rounds; r++)
+      rail_json_fixed(j, NULL, d.ratios[r], 4);
+    rail_json_array_end(j);
+  }
+  rail_json_object_end(j);
+}
+
+static void bench_json_latency(struct rail_json *j, const struct bench *b,
+                               const struct bench_verdict *v) {
+  rail_json_object(j, "latency_us", RAIL_JSON_INLINE);
+  rail_json_int(j, "bytes", BENCH_LAT_BYTES);
+  rail_json_int(j, "iterations", b->cfg.lat_iters);
+  rail_json_fixed(j, "plugin_p50", b->peer.lat_us[0][0], 2);
+  rail_json_fixed(j, "plugin_mean", b->peer.lat_us[0][1], 2);
+  if (b->cfg.raw) {
+    rail_json_fixed(j, "raw_p50", b->peer.lat_us[1][0], 2);
+    rail_json_fixed(j, "raw_mean", b->peer.lat_us[1][1], 2);
+    rail_json_fixed(j, "ratio", v->lat_ratio, 3);
+  }
+  rail_json_object_end(j);
+}
+
+int rail_bench_print_json(const struct bench *b, const struct bench_verdict *v) {
+  struct rail_json j;
+
+  rail_json_begin(&j, stdout);
+  rail_json_object(&j, NULL, RAIL_JSON_BLOCK);
+  rail_json_int(&j, "schema", 1);
+  rail_cli_version_json(&j);
+  rail_json_str(&j, "plugin", b->nd.name);
+  rail_json_int(&j, "device", b->opt.dev);
+  rail_json_str(&j, "device_name", b->props.name ? b->props.name : "");
+  rail_json_int(&j, "speed_mbps", b->props.speed);
+  rail_json_int(&j, "rails", b->naddrs);
+  rail_json_int(&j, "window", b->cfg.window);
+  rail_json_int(&j, "raw_streams", b->nstreams);
+  rail_json_int(&j, "plugin_tcp_connections", b->peer.plugin_socks);
+  rail_json_int(&j, "rounds", b->cfg.rounds);
+  rail_json_array(&j, "sizes", RAIL_JSON_BLOCK);
+  for (int i = 0; i < b->cfg.nsizes; i++)
+    bench_json_size(&j, b, i);
+  rail_json_array_end(&j);
+  if (b->cfg.lat_iters > 0) bench_json_latency(&j, b, v);
+  if (b->peer.iperf3_gbps >= 0) rail_json_fixed(&j, "iperf3_GBps", b->peer.iperf3_gbps, 4);
+  rail_json_object(&j, "targets", RAIL_JSON_INLINE);
+  if (v->tput_checked) {
+    rail_json_bool(&j, "throughput_4MiB_up", v->tput_ok);
+    rail_json_fixed(&j, "worst_ratio", v->worst_ratio, 3);
+  }
+  if (v->lat_checked) rail_json_bool(&j, "round_trip", v->lat_ok);
+  rail_json_object_end(&j);
+  rail_json_object_end(&j);
+  return rail_json_end(&j);
+}

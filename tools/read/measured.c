@@ -1,0 +1,538 @@
+/* nccl-tests output, read for plan --measured (measured.h). */
+#include "tools/read/measured.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/model.h"
+
+#define MEAS_MAX_TOKENS 64
+#define MEAS_SKIP (-2) /* a collective the tuner does not choose for */
+
+struct tok {
+  const char *p;
+  size_t n;
+};
+
+/* The columns of the table being read: indexes of size, the two busbw and
+ * time columns (-1 where absent), and how many there are. */
+struct layout {
+  int ncols, size, busbw[2], time[2];
+  int line; /* of the header; 0 for a layout taken from a row's shape */
+};
+
+/* The run being read and what the lines before it said. */
+struct state {
+  const char *name;
+  int default_coll;
+  struct rail_measured *out;
+  int total_rows;
+  /* the open table */
+  int open;
+  struct layout lay;
+  struct rail_measured_run run;
+  int cap;
+  /* what applies to the next table: its collective (-1 unknown), and
+   * assignments (pend), those made with `export` kept for every later one
+   * (kept); cur: the open table's own */
+  int coll;
+  char pend[4][64], cur[4][64], kept[4][64];
+  char *err;
+  size_t errlen;
+};
+
+static const char *const meas_keys[4] = {"NCCL_ALGO", "NCCL_PROTO", "NCCL_RAIL_TUNER",
+                                         "NCCL_NET_PLUGIN"};
+
+static int tok_is(const struct tok *t, const char *s) {
+  return t->n == strlen(s) && memcmp(t->p, s, t->n) == 0;
+}
+
+static int tok_digits(const struct tok *t) {
+  if (t->n == 0) return 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (!isdigit((unsigned char)t->p[i])) return 0;
+  return 1;
+}
+
+static int split(const char *p, size_t n, struct tok *toks) {
+  int k = 0;
+  size_t i = 0;
+
+  while (i < n) {
+    while (i < n && (isspace((unsigned char)p[i]) || p[i] == '\0'))
+      i++;
+    if (i >= n) break;
+    if (k == MEAS_MAX_TOKENS) return k + 1; /* more than we keep: not a row */
+    toks[k].p = p + i;
+    while (i < n && !isspace((unsigned char)p[i]) && p[i] != '\0')
+      i++;
+    toks[k].n = (size_t)(p + i - toks[k].p);
+    k++;
+  }
+  return k;
+}
+
+/* "NAME:LINE: what: 'the line'", the line cut and made printable. */
+static int fail(struct state *st, int line, const char *lp, size_t ln, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail(struct state *st, int line, const char *lp, size_t ln, const char *fmt, ...) {
+  char what[160], shown[84];
+  size_t k = 0;
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  while (ln > 0 && isspace((unsigned char)*lp)) {
+    lp++;
+    ln--;
+  }
+  for (size_t i = 0; i < ln && k < sizeof(shown) - 4; i++)
+    shown[k++] = isprint((unsigned char)lp[i]) ? lp[i] : '?';
+  if (ln > k) {
+    memcpy(shown + k, "...", 3);
+    k += 3;
+  }
+  shown[k] = '\0';
+  snprintf(st->err, st->errlen, "%s:%d: %s: '%s'", st->name, line, what, shown);
+  return -EINVAL;
+}
+
+/* ---- what the lines around the tables say ---------------------------------- */
+
+/* The collective a test binary's name names ("./build/all_reduce_perf",
+ * "all_gather_perf_mpi"): its enum rail_coll, MEAS_SKIP for one the tuner
+ * does not choose for, -1 if the token names no test. */
+static int test_coll(const struct tok *t) {
+  static const struct {
+    const char *name;
+    int coll;
+  } tests[] = {{"all_reduce", RAIL_COLL_ALLREDUCE},
+               {"all_gather", RAIL_COLL_ALLGATHER},
+               {"reduce_scatter", RAIL_COLL_REDUCESCATTER},
+               {"broadcast", RAIL_COLL_BROADCAST},
+               {"reduce", RAIL_COLL_REDUCE},
+               {"alltoall", MEAS_SKIP},
+               {"sendrecv", MEAS_SKIP},
+               {"scatter", MEAS_SKIP},
+               {"gather", MEAS_SKIP},
+               {"hypercube", MEAS_SKIP}};
+  const char *base = t->p, *perf;
+  size_t n;
+
+  for (size_t i = 0; i < t->n; i++)
+    if (t->p[i] == '/') base = t->p + i + 1;
+  n = (size_t)(t->p + t->n - base);
+  perf = NULL;
+  for (size_t i = 0; i + 5 <= n; i++)
+    if (memcmp(base + i, "_perf", 5) == 0) {
+      perf = base + i;
+      break;
+    }
+  if (perf == NULL) return -1;
+  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+    if ((size_t)(perf - base) == strlen(tests[i].name) &&
+        memcmp(base, tests[i].name, strlen(tests[i].name)) == 0)
+      return tests[i].coll;
+  return -1;
+}
+
+/* KEY=VALUE (quotes taken off) into slot; 1 if the token is one. */
+static int take_assignment(const struct tok *t, char slots[4][64]) {
+  for (int k = 0; k < 4; k++) {
+    size_t kl = strlen(meas_keys[k]);
+    const char *v;
+    size_t vn;
+    if (t->n <= kl || memcmp(t->p, meas_keys[k], kl) != 0 || t->p[kl] != '=') continue;
+    v = t->p + kl + 1;
+    vn = t->n - kl - 1;
+    while (vn > 0 && (*v == '"' || *v == '\'')) {
+      v++;
+      vn--;
+    }
+    while (vn > 0 && (v[vn - 1] == '"' || v[vn - 1] == '\'' || v[vn - 1] == ';'))
+      vn--;
+    snprintf(slots[k], 64, "%.*s", (int)(vn < 63 ? vn : 63), v);
+    return 1;
+  }
+  return 0;
+}
+
+/* What a line that is not a row says: a test's name, assignments (and
+ * NCCL's "NCCL_ALGO set by environment to ring"). 1 if it said any. */
+static int note_context(struct state *st, const struct tok *t, int n) {
+  int said = 0, exported = n > 0 && tok_is(&t[0], "export");
+
+  for (int i = 0; i < n; i++) {
+    int c = test_coll(&t[i]);
+    if (c != -1) {
+      st->coll = c;
+      said = 1;
+    }
+    if (take_assignment(&t[i], exported ? st->kept : st->pend)) said = 1;
+    if (i + 4 < n && tok_is(&t[i + 1], "set") && tok_is(&t[i + 2], "by") &&
+        tok_is(&t[i + 3], "environment") && tok_is(&t[i + 4], "to") && i + 5 < n)
+      for (int k = 0; k < 4; k++)
+        if (tok_is(&t[i], meas_keys[k])) {
+          size_t vn = t[i + 5].n;
+          /* NCCL's own integer parameters end the sentence with a '.'. */
+          if (vn > 1 && t[i + 5].p[vn - 1] == '.') vn--;
+          snprintf(st->pend[k], 64, "%.*s", (int)(vn < 63 ? vn : 63), t[i + 5].p);
+          said = 1;
+        }
+  }
+  return said;
+}
+
+/* ---- runs ---------------------------------------------------------------------- */
+
+static void run_label(struct state *st, struct rail_measured_run *r) {
+  size_t o = 0;
+
+  r->algo = r->proto = -1;
+  r->nccl_alone = 0;
+  r->label[0] = '\0';
+  for (int k = 0; k < 4; k++) {
+    const char *v = st->cur[k][0] ? st->cur[k] : st->kept[k];
+    if (v[0] == '\0') continue;
+    o += (size_t)snprintf(r->label + o, o < sizeof(r->label) ? sizeof(r->label) - o : 0, "%s%s=%s",
+                          o ? " " : "", meas_keys[k], v);
+    if (k == 0) r->algo = rail_tuner_algo_parse(v);
+    if (k == 1) r->proto = rail_tuner_proto_parse(v);
+    if ((k == 2 && strcmp(v, "0") == 0) || (k == 3 && strcmp(v, "none") == 0)) r->nccl_alone = 1;
+  }
+  if (o >= sizeof(r->label)) r->label[sizeof(r->label) - 1] = '\0';
+}
+
+/* Ends the open table: a run if it had rows of a tuned collective. */
+static int close_table(struct state *st) {
+  struct rail_measured_run *grown;
+  int coll = st->run.coll;
+
+  if (!st->open) return 0;
+  st->open = 0;
+  if (st->run.npoints == 0) {
+    free(st->run.pts);
+    memset(&st->run, 0, sizeof(st->run));
+    return 0;
+  }
+  if (coll == -1) coll = st->default_coll;
+  if (coll == MEAS_SKIP) {
+    if (st->out->skipped++ == 0) st->out->skipped_line = st->run.line;
+    free(st->run.pts);
+    memset(&st->run, 0, sizeof(st->run));
+    return 0;
+  }
+  if (coll < 0) {
+    snprintf(st->err, st->errlen,
+             "%s:%d: a table whose test is not named: keep nccl-tests' \"# Collective test "
+             "starting\" line (or the command line) above it, or give --collective",
+             st->name, st->run.line);
+    free(st->run.pts);
+    memset(&st->run, 0, sizeof(st->run));
+    return -EINVAL;
+  }
+  st->run.coll = coll;
+  grown = realloc(st->out->runs, (size_t)(st->out->nruns + 1) * sizeof(*grown));
+  if (grown == NULL) {
+    free(st->run.pts);
+    memset(&st->run, 0, sizeof(st->run));
+    return -ENOMEM;
+  }
+  st->out->runs = grown;
+  grown[st->out->nruns++] = st->run;
+  memset(&st->run, 0, sizeof(st->run));
+  return 0;
+}
+
+static void open_table(struct state *st, const struct layout *lay) {
+  st->open = 1;
+  st->lay = *lay;
+  memset(&st->run, 0, sizeof(st->run));
+  st->cap = 0;
+  /* A test's name and a command's environment belong to this table. */
+  st->run.coll = st->coll;
+  memcpy(st->cur, st->pend, sizeof(st->cur));
+  run_label(st, &st->run);
+  st->coll = -1;
+  memset(st->pend, 0, sizeof(st->pend));
+}
+
+/* A line naming a test or an assignment while a table is open: a table
+ * with rows is over (the next run's command line); one without takes it
+ * (NCCL's INFO lines come between nccl-tests' header and first row). */
+static int context_line(struct state *st, const struct tok *t, int n) {
+  if (!note_context(st, t, n) || !st->open) return 0;
+  if (st->run.npoints > 0) return close_table(st);
+  if (st->coll != -1) st->run.coll = st->coll;
+  for (int k = 0; k < 4; k++)
+    if (st->pend[k][0] != '\0') memcpy(st->cur[k], st->pend[k], sizeof(st->cur[k]));
+  run_label(st, &st->run);
+  st->coll = -1;
+  memset(st->pend, 0, sizeof(st->pend));
+  return 0;
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+/* A header line: the columns by name ("size", "busbw" twice, "time" or
+ * "cputime" twice), 1 if it is one. */
+static int header_layout(const struct tok *t, int n, struct layout *lay, int line) {
+  int nb = 0, nt = 0, start = 0;
+
+  if (n > 0 && t[0].n >= 1 && t[0].p[0] == '#') start = t[0].n == 1 ? 1 : 0;
+  memset(lay, 0, sizeof(*lay));
+  lay->size = lay->busbw[0] = lay->busbw[1] = lay->time[0] = lay->time[1] = -1;
+  for (int i = start; i < n; i++) {
+    struct tok x = t[i];
+    int col = i - start;
+    if (i == 0 && x.n > 1 && x.p[0] == '#') {
+      x.p++;
+      x.n--;
+    }
+    if (tok_is(&x, "size") && lay->size < 0) lay->size = col;
+    if (tok_is(&x, "busbw") && nb < 2) lay->busbw[nb++] = col;
+    if ((tok_is(&x, "time") || tok_is(&x, "cputime")) && nt < 2) lay->time[nt++] = col;
+  }
+  lay->ncols = n - start;
+  lay->line = line;
+  return lay->size >= 0 && nb > 0;
+}
+
+/* A row whose table lost its header: nccl-tests' two layouts, told apart
+ * by their width, with a data type in the third column and numbers where
+ * the times and bandwidths go (else it is some other text). */
+static int number(const struct tok *t, double *out);
+static int guess_layout(const struct tok *t, int n, struct layout *lay) {
+  double v;
+
+  if ((n != 12 && n != 13) || !tok_digits(&t[1]) || !isalpha((unsigned char)t[2].p[0])) return 0;
+  memset(lay, 0, sizeof(*lay));
+  lay->ncols = n;
+  lay->size = 0;
+  lay->time[0] = n == 13 ? 5 : 4;
+  lay->busbw[0] = lay->time[0] + 2;
+  lay->time[1] = lay->time[0] + 4;
+  lay->busbw[1] = lay->time[0] + 6;
+  return number(&t[lay->time[0]], &v) == 0 && number(&t[lay->busbw[0]], &v) == 0;
+}
+
+static int number(const struct tok *t, double *out) {
+  char buf[64], *end;
+  double v;
+
+  if (t->n == 0 || t->n >= sizeof(buf)) return -1;
+  memcpy(buf, t->p, t->n);
+  buf[t->n] = '\0';
+  errno = 0;
+  v = strtod(buf, &end);
+  if (end == buf || *end != '\0' || errno != 0 || !isfinite(v) || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+static int add_row(struct state *st, const struct tok *t, int n, int line, const char *lp,
+                   size_t ln) {
+  const struct layout *L = &st->lay;
+  struct rail_measured_point pt;
+  uint64_t bytes = 0;
+
+  memset(&pt, 0, sizeof(pt));
+  /* The out-of-place part, or, where nccl-tests left it blank, the
+   * in-place part in the same columns; a row cut after it is read too. */
+  if (L->busbw[0] >= n || L->time[0] >= n)
+    return fail(st, line, lp, ln, "%d fields where the table's header%s has %d", n,
+                L->line ? "" : " (none seen: the layout of nccl-tests' rows)", L->ncols);
+  if (L->size >= n || !tok_digits(&t[L->size]) || t[L->size].n > 19)
+    return fail(st, line, lp, ln, "the size is not a byte count");
+  for (size_t i = 0; i < t[L->size].n; i++)
+    bytes = bytes * 10 + (uint64_t)(t[L->size].p[i] - '0');
+  pt.bytes = bytes;
+  pt.line = line;
+  if (number(&t[L->busbw[0]], &pt.busbw_gbs) != 0)
+    return fail(st, line, lp, ln, "busbw '%.*s' is not a bandwidth in GB/s",
+                (int)(t[L->busbw[0]].n > 24 ? 24 : t[L->busbw[0]].n), t[L->busbw[0]].p);
+  if (L->time[0] >= 0 && number(&t[L->time[0]], &pt.time_us) != 0)
+    return fail(st, line, lp, ln, "time '%.*s' is not a time in us",
+                (int)(t[L->time[0]].n > 24 ? 24 : t[L->time[0]].n), t[L->time[0]].p);
+  if (++st->total_rows > RAIL_MEASURED_MAX_ROWS) {
+    snprintf(st->err, st->errlen, "%s:%d: more than %d rows", st->name, line,
+             RAIL_MEASURED_MAX_ROWS);
+    return -E2BIG;
+  }
+  if (st->run.npoints == st->cap) {
+    int cap = st->cap ? st->cap * 2 : 32;
+    struct rail_measured_point *grown = realloc(st->run.pts, (size_t)cap * sizeof(*grown));
+    if (grown == NULL) return -ENOMEM;
+    st->run.pts = grown;
+    st->cap = cap;
+  }
+  if (st->run.npoints == 0) st->run.line = line;
+  st->run.pts[st->run.npoints++] = pt;
+  return 0;
+}
+
+/* nccl-tests' closing lines end a table. */
+static int footer(const struct tok *t, int n) {
+  for (int i = 0; i + 1 < n; i++)
+    if ((tok_is(&t[i], "Avg") && tok_is(&t[i + 1], "bus")) ||
+        (tok_is(&t[i], "Out") && tok_is(&t[i + 1], "of")) ||
+        (tok_is(&t[i], "test") && tok_is(&t[i + 1], "concluded:")))
+      return 1;
+  return 0;
+}
+
+/* Takes launchers' prefixes off: Open MPI's "[1,0]<stdout>:" (glued to
+ * what follows), srun's "0:", pdsh's "host:". Returns the first token
+ * left. */
+static int strip_prefixes(struct tok *t, int n) {
+  int k = 0;
+
+  if (n > 0 && t[0].p[0] == '[') {
+    for (size_t i = 1; i + 1 < t[0].n; i++)
+      if (t[0].p[i] == '>' && t[0].p[i + 1] == ':') {
+        t[0].p += i + 2;
+        t[0].n -= i + 2;
+        break;
+      }
+    if (t[0].n == 0) k = 1;
+  }
+  while (k < 3 && n - k > 1 && t[k].n > 1 && t[k].p[t[k].n - 1] == ':' && t[k].p[0] != '#')
+    k++;
+  return k;
+}
+
+static int one_line(struct state *st, const char *lp, size_t ln, int line) {
+  struct tok t[MEAS_MAX_TOKENS];
+  struct layout lay;
+  int n = split(lp, ln, t), k;
+
+  if (n > MEAS_MAX_TOKENS) n = MEAS_MAX_TOKENS;
+  k = strip_prefixes(t, n);
+  if (n - k <= 0) return 0;
+  if (tok_digits(&t[k])) {
+    if (!st->open) {
+      if (!guess_layout(t + k, n - k, &lay)) return 0; /* a number in some other text */
+      open_table(st, &lay);
+    }
+    return add_row(st, t + k, n - k, line, lp, ln);
+  }
+  if (header_layout(t + k, n - k, &lay, line)) {
+    int rc = close_table(st);
+    if (rc == 0) open_table(st, &lay);
+    return rc;
+  }
+  if (footer(t + k, n - k)) {
+    int rc = close_table(st);
+    /* What the next table's command line says starts afresh. */
+    st->coll = -1;
+    memset(st->pend, 0, sizeof(st->pend));
+    return rc;
+  }
+  return context_line(st, t + k, n - k);
+}
+
+void rail_measured_free(struct rail_measured *m) {
+  if (m == NULL) return;
+  for (int i = 0; i < m->nruns; i++)
+    free(m->runs[i].pts);
+  free(m->runs);
+  memset(m, 0, sizeof(*m));
+}
+
+int rail_measured_parse(const char *name, const char *buf, size_t len, int default_coll,
+                        struct rail_measured *out, char *err, size_t errlen) {
+  struct state st;
+  size_t at = 0;
+  int line = 0, rc = 0;
+
+  memset(out, 0, sizeof(*out));
+  memset(&st, 0, sizeof(st));
+  st.name = name;
+  st.default_coll = default_coll;
+  st.out = out;
+  st.coll = -1;
+  st.err = err;
+  st.errlen = errlen;
+  if (errlen > 0) err[0] = '\0';
+  if (len > RAIL_MEASURED_MAX_BYTES) {
+    snprintf(err, errlen, "%s: larger than %u MiB: not nccl-tests output", name,
+             RAIL_MEASURED_MAX_BYTES >> 20);
+    return -E2BIG;
+  }
+  while (at < len && rc == 0) {
+    const char *nl = memchr(buf + at, '\n', len - at);
+    size_t ln = nl ? (size_t)(nl - (buf + at)) : len - at;
+    line++;
+    rc = one_line(&st, buf + at, ln, line);
+    at += ln + 1;
+  }
+  if (rc == 0) rc = close_table(&st);
+  free(st.run.pts);
+  if (rc == 0 && out->nruns == 0) {
+    if (out->skipped > 0)
+      snprintf(err, errlen,
+               "%s:%d: only tests the tuner does not choose for (alltoall, sendrecv, ...): "
+               "plan draws allreduce, allgather, reducescatter, broadcast and reduce",
+               name, out->skipped_line);
+    else
+      snprintf(err, errlen, "%s: no nccl-tests table rows (size ... busbw ...) found", name);
+    rc = -ENOENT;
+  }
+  if (rc != 0) {
+    if (rc == -ENOMEM) snprintf(err, errlen, "%s: out of memory", name);
+    rail_measured_free(out);
+  }
+  return rc;
+}
+
+int rail_measured_load(const char *path, int default_coll, struct rail_measured *out, char *err,
+                       size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
+
+  memset(out, 0, sizeof(*out));
+  if (f == NULL) {
+    rc = -errno;
+    snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+    return rc;
+  }
+  for (;;) {
+    size_t got;
+    if (len == cap) {
+      char *grown;
+      if (cap > RAIL_MEASURED_MAX_BYTES) break;
+      cap = cap ? cap * 2 : 65536;
+      grown = realloc(buf, cap);
+      if (grown == NULL) {
+        free(buf);
+        fclose(f);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+      }
+      buf = grown;
+    }
+    got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) break;
+  }
+  if (ferror(f)) {
+    rc = errno ? -errno : -EIO;
+    snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+    free(buf);
+    fclose(f);
+    return rc;
+  }
+  fclose(f);
+  rc = rail_measured_parse(path, buf ? buf : "", len, default_coll, out, err, errlen);
+  free(buf);
+  return rc;
+}
