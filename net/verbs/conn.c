@@ -195,6 +195,23 @@ static void rail_verbs_conn_watch(struct rail_verbs_conn *c, int fd) {
   memset(&c->watch_live, 0, sizeof(c->watch_live));
 }
 
+/* Every lane's QP, in INIT on its rail's CQ. */
+static int rail_verbs_conn_lanes_setup(struct rail_verbs_conn *c, int sq, int rq) {
+  for (int i = 0; i < c->nlanes; i++) {
+    struct rail_verbs_lane *l = &c->lanes[i];
+    int rc;
+
+    l->rail = i / c->qps;
+    l->psn = rail_verbs_qp_psn();
+    l->sq_max = sq;
+    /* Data QPs take the peer's writes, never its reads. */
+    rc = rail_verbs_qp_create(c->rails[l->rail].nic, c->rails[l->rail].cq, sq, rq,
+                              IBV_ACCESS_REMOTE_WRITE, c->peer, &l->qp);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
 static int rail_verbs_conn_check_cfg(const struct rail_verbs_conn_cfg *cfg) {
   return cfg->nrails >= 1 && cfg->nrails <= RAIL_VERBS_MAX_RAILS && cfg->qps_per_rail >= 1 &&
                  cfg->qps_per_rail <= RAIL_VERBS_MAX_QPS
@@ -244,16 +261,7 @@ int rail_verbs_conn_create(const struct rail_verbs_conn_cfg *cfg, int is_sender,
   rq = is_sender ? 1 : RAIL_VERBS_MAX_SENDS + 4;
   for (int r = 0; r < c->nrails; r++)
     if ((rc = rail_verbs_conn_rail_setup(c, r, sq, rq)) != 0) goto free_conn;
-  for (int i = 0; i < c->nlanes; i++) {
-    struct rail_verbs_lane *l = &c->lanes[i];
-    l->rail = i / c->qps;
-    l->psn = rail_verbs_qp_psn();
-    l->sq_max = sq;
-    /* Data QPs take the peer's writes, never its reads. */
-    rc = rail_verbs_qp_create(c->rails[l->rail].nic, c->rails[l->rail].cq, sq, rq,
-                              IBV_ACCESS_REMOTE_WRITE, c->peer, &l->qp);
-    if (rc != 0) goto free_conn;
-  }
+  if ((rc = rail_verbs_conn_lanes_setup(c, sq, rq)) != 0) goto free_conn;
   for (int i = 0; i < RAIL_VERBS_FIFO; i++) {
     c->recvs[i].conn = c;
     c->flush[i].conn = c;
