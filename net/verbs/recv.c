@@ -1,6 +1,10 @@
 /* The receiver's data path (conn.h): a receive is a credit naming its
  * buffers, written into the sender's FIFO; its data arrives as writes with
- * immediate, each consuming one posted receive work request. */
+ * immediate, each consuming one posted receive work request. Credits and
+ * landing, under the engine: transport.c posts here (rail_verbs_recv_post),
+ * progress.c hands down what landed (rail_verbs_recv_arrived) and asks for
+ * the credits still owed (rail_verbs_recv_progress); it posts through
+ * conn.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
