@@ -1,8 +1,13 @@
-/* A verbs connection's set-up and requests (conn.h). */
+/* The bottom of a verbs connection (conn.h): its set-up and teardown, the
+ * work requests it puts on its lanes, and how its requests end. Every part
+ * above (send.c, recv.c, flush.c, live.c, progress.c) stands on this file;
+ * it calls none of them. */
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -13,6 +18,16 @@ const struct rail_verbs_api *rail_verbs_conn_api(const struct rail_verbs_conn *c
   return c->rails[0].nic->api;
 }
 
+void rail_verbs_req_release(struct rail_verbs_conn *c, struct rail_verbs_req *r) {
+  for (int i = 0; i < r->n; i++) {
+    for (int k = 0; k < c->nrails; k++) {
+      if (r->b[i].win[k] == NULL) continue;
+      rail_verbs_mr_window_put(c->rails[k].nic, r->b[i].win[k]);
+      r->b[i].win[k] = NULL;
+    }
+  }
+}
+
 void rail_verbs_conn_fail(struct rail_verbs_conn *c, int err) {
   if (c->err != 0) return;
   c->err = err;
@@ -20,7 +35,7 @@ void rail_verbs_conn_fail(struct rail_verbs_conn *c, int err) {
     struct rail_verbs_req *rq[2] = {&c->recvs[i], &c->flush[i]};
     for (int k = 0; k < 2; k++) {
       if (rq[k]->state == RAIL_VERBS_REQ_WAITING || rq[k]->state == RAIL_VERBS_REQ_ISSUED) {
-        if (rq[k]->kind == RAIL_VERBS_REQ_RECV) rail_verbs_recv_release(c, rq[k]);
+        if (rq[k]->kind == RAIL_VERBS_REQ_RECV) rail_verbs_req_release(c, rq[k]);
         rq[k]->state = RAIL_VERBS_REQ_FAILED;
         rq[k]->err = err;
       }
@@ -43,7 +58,7 @@ void rail_verbs_conn_wait_start(struct rail_verbs_conn *c) {
 
 void rail_verbs_req_finish(struct rail_verbs_conn *c, struct rail_verbs_req *r, int err) {
   if (r->state != RAIL_VERBS_REQ_WAITING && r->state != RAIL_VERBS_REQ_ISSUED) return;
-  if (r->kind == RAIL_VERBS_REQ_RECV) rail_verbs_recv_release(c, r);
+  if (r->kind == RAIL_VERBS_REQ_RECV) rail_verbs_req_release(c, r);
   r->state = err ? RAIL_VERBS_REQ_FAILED : RAIL_VERBS_REQ_DONE;
   r->err = err;
   c->inflight--;
@@ -87,6 +102,23 @@ int rail_verbs_conn_write(struct rail_verbs_conn *c, int li, uint64_t wrid, void
   return 0;
 }
 
+int rail_verbs_conn_post_recv(struct rail_verbs_conn *c, int li) {
+  struct ibv_recv_wr wr, *bad;
+  int rc;
+
+  memset(&wr, 0, sizeof(wr));
+  /* Writes with immediate consume a receive but land at the address the
+   * sender names, so the receive needs no buffer. */
+  wr.wr_id = RAIL_VERBS_WRID(RAIL_VERBS_WR_RECV, li, 0);
+  rc = ibv_post_recv(c->lanes[li].qp, &wr, &bad);
+  if (rc != 0) {
+    rc = rc > 0 ? -rc : -EIO;
+    RAIL_WARN("verbs: %s QP %#x: ibv_post_recv failed: %s", c->rails[c->lanes[li].rail].nic->name,
+              c->lanes[li].qp->qp_num, strerror(-rc));
+  }
+  return rc;
+}
+
 /* ---- set-up ---- */
 
 static void rail_verbs_conn_free(struct rail_verbs_conn *c) {
@@ -96,7 +128,7 @@ static void rail_verbs_conn_free(struct rail_verbs_conn *c) {
   for (int i = 0; i < c->nlanes; i++)
     if (c->lanes[i].qp != NULL) api->destroy_qp(c->lanes[i].qp);
   for (int i = 0; i < RAIL_VERBS_FIFO; i++)
-    if (c->recvs[i].state == RAIL_VERBS_REQ_WAITING) rail_verbs_recv_release(c, &c->recvs[i]);
+    if (c->recvs[i].state == RAIL_VERBS_REQ_WAITING) rail_verbs_req_release(c, &c->recvs[i]);
   for (int r = 0; r < c->nrails; r++) {
     struct rail_verbs_rail *rl = &c->rails[r];
     if (rl->flush_qp != NULL) api->destroy_qp(rl->flush_qp);
@@ -151,6 +183,35 @@ static int rail_verbs_conn_rail_setup(struct rail_verbs_conn *c, int r, int sq, 
   return rl->fifo_mr != NULL && rl->landing_mr != NULL ? 0 : -ENOMEM;
 }
 
+/* The side channel live.c watches (fd -1: none); only a TCP one has a
+ * kernel to ask (rail_liveness_check). */
+static void rail_verbs_conn_watch(struct rail_verbs_conn *c, int fd) {
+  int proto = 0;
+  socklen_t len = sizeof(proto);
+
+  c->watch_fd = fd;
+  c->watch_tcp =
+      fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) == 0 && proto == IPPROTO_TCP;
+  memset(&c->watch_live, 0, sizeof(c->watch_live));
+}
+
+/* Every lane's QP, in INIT on its rail's CQ. */
+static int rail_verbs_conn_lanes_setup(struct rail_verbs_conn *c, int sq, int rq) {
+  for (int i = 0; i < c->nlanes; i++) {
+    struct rail_verbs_lane *l = &c->lanes[i];
+    int rc;
+
+    l->rail = i / c->qps;
+    l->psn = rail_verbs_qp_psn();
+    l->sq_max = sq;
+    /* Data QPs take the peer's writes, never its reads. */
+    rc = rail_verbs_qp_create(c->rails[l->rail].nic, c->rails[l->rail].cq, sq, rq,
+                              IBV_ACCESS_REMOTE_WRITE, c->peer, &l->qp);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
 static int rail_verbs_conn_check_cfg(const struct rail_verbs_conn_cfg *cfg) {
   return cfg->nrails >= 1 && cfg->nrails <= RAIL_VERBS_MAX_RAILS && cfg->qps_per_rail >= 1 &&
                  cfg->qps_per_rail <= RAIL_VERBS_MAX_QPS
@@ -173,7 +234,7 @@ int rail_verbs_conn_create(const struct rail_verbs_conn_cfg *cfg, int is_sender,
   c->qps = cfg->qps_per_rail;
   c->nlanes = c->nrails * c->qps;
   c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 20000;
-  rail_verbs_live_watch(c, cfg->watch_fd);
+  rail_verbs_conn_watch(c, cfg->watch_fd);
   c->traffic_class = cfg->traffic_class;
   c->min_stripe = cfg->min_stripe_bytes;
   c->next_seq = 1; /* 0 is what an untouched FIFO slot holds */
@@ -200,16 +261,7 @@ int rail_verbs_conn_create(const struct rail_verbs_conn_cfg *cfg, int is_sender,
   rq = is_sender ? 1 : RAIL_VERBS_MAX_SENDS + 4;
   for (int r = 0; r < c->nrails; r++)
     if ((rc = rail_verbs_conn_rail_setup(c, r, sq, rq)) != 0) goto free_conn;
-  for (int i = 0; i < c->nlanes; i++) {
-    struct rail_verbs_lane *l = &c->lanes[i];
-    l->rail = i / c->qps;
-    l->psn = rail_verbs_qp_psn();
-    l->sq_max = sq;
-    /* Data QPs take the peer's writes, never its reads. */
-    rc = rail_verbs_qp_create(c->rails[l->rail].nic, c->rails[l->rail].cq, sq, rq,
-                              IBV_ACCESS_REMOTE_WRITE, c->peer, &l->qp);
-    if (rc != 0) goto free_conn;
-  }
+  if ((rc = rail_verbs_conn_lanes_setup(c, sq, rq)) != 0) goto free_conn;
   for (int i = 0; i < RAIL_VERBS_FIFO; i++) {
     c->recvs[i].conn = c;
     c->flush[i].conn = c;
@@ -302,13 +354,13 @@ int rail_verbs_conn_connect(struct rail_verbs_conn *c, const void *peer_info, si
   /* Receives first: the peer may write as soon as its QPs are ready. */
   for (int i = 0; !c->is_sender && i < c->nlanes; i++)
     for (int k = 0; k < RAIL_VERBS_MAX_SENDS; k++)
-      if ((rc = rail_verbs_recv_post_wr(c, i)) != 0) return rc;
+      if ((rc = rail_verbs_conn_post_recv(c, i)) != 0) return rc;
   for (int i = 0; i < c->nlanes; i++) {
     struct rail_verbs_lane *l = &c->lanes[i];
     struct rail_verbs_rail *rl = &c->rails[l->rail];
     struct rail_verbs_qp_peer to = {l->rqpn, l->rpsn, rl->rgid, rl->rlid, rl->rmtu};
     rc = rail_verbs_qp_connect(rl->nic, l->qp, l->psn, &to, c->traffic_class,
-                               rail_verbs_live_qp_timeout(c->timeout_ms), c->peer);
+                               rail_verbs_qp_timeout(c->timeout_ms), c->peer);
     if (rc != 0) return rc;
   }
   c->connected = 1;
@@ -329,50 +381,4 @@ void rail_verbs_conn_destroy(struct rail_verbs_conn *c) {
 void rail_verbs_conn_poll_events(struct rail_verbs_conn *c) {
   for (int r = 0; r < c->nrails; r++)
     rail_verbs_nic_poll_events(c->rails[r].nic, 0);
-}
-
-int rail_verbs_conn_progress(struct rail_verbs_conn *c) {
-  if (c->err != 0) return c->err;
-  if (!c->connected) return -ENOTCONN;
-  rail_verbs_conn_poll_events(c);
-  rail_verbs_cq_poll(c);
-  if (c->err == 0) {
-    if (c->is_sender)
-      rail_verbs_send_progress(c);
-    else
-      rail_verbs_recv_progress(c);
-  }
-  if (c->err == 0 && c->inflight > 0) rail_verbs_live_check(c);
-  return c->err;
-}
-
-static void rail_verbs_req_sizes(const struct rail_verbs_req *r, size_t *sizes) {
-  if (sizes == NULL) return;
-  if (r->kind == RAIL_VERBS_REQ_SEND) sizes[0] = r->size;
-  for (int i = 0; r->kind == RAIL_VERBS_REQ_RECV && i < r->n; i++)
-    sizes[i] = r->b[i].bytes;
-}
-
-int rail_verbs_req_test(struct rail_verbs_req *r, int *done, size_t *sizes) {
-  struct rail_verbs_conn *c = r->conn;
-  int err;
-
-  if (r->state == RAIL_VERBS_REQ_WAITING || r->state == RAIL_VERBS_REQ_ISSUED)
-    rail_verbs_conn_progress(c);
-  switch (r->state) {
-  case RAIL_VERBS_REQ_DONE:
-    rail_verbs_req_sizes(r, sizes);
-    *done = 1;
-    r->state = RAIL_VERBS_REQ_FREE;
-    return 0;
-  case RAIL_VERBS_REQ_FAILED:
-    err = r->err ? r->err : (c->err ? c->err : -EIO);
-    r->state = RAIL_VERBS_REQ_FREE;
-    return err;
-  case RAIL_VERBS_REQ_FREE:
-    return -EINVAL; /* tested after it was released */
-  default:
-    *done = 0;
-    return 0;
-  }
 }

@@ -2,8 +2,11 @@
  * a recvComm's data path) over 1..RAIL_VERBS_MAX_RAILS NICs with
  * 1..RAIL_VERBS_MAX_QPS RC queue pairs per rail ("lanes"). It owns its CQs,
  * QPs, credit FIFO and requests. The transport shell (transport.c) and the
- * tests use it; its parts are conn.c (set-up), send.c, recv.c, cq.c (the
- * data path), flush.c and live.c (is the peer there).
+ * tests use it. Its parts, top down, each calling only those below it:
+ * progress.c (the engine: rail_verbs_req_test, rail_verbs_conn_progress),
+ * send.c, recv.c and flush.c (matching, placement, landing; the _post
+ * calls), live.c (is the peer there) and conn.c (set-up, posting on the
+ * lanes, how requests end); conn_state.h lists what each offers.
  *
  * How a message moves (the same rules as NCCL's IB transport, zero-copy):
  *  1. irecv posts a credit (net/core/wire.h: its buffers' addresses,
@@ -44,7 +47,8 @@
  *    and later request of it then fails with the same error.
  *  - A port that goes down takes no new messages or credits; its in-flight
  *    writes fail only the requests they belonged to, the other rails go on.
- *  - live.c decides when the peer is gone (see there).
+ *  - live.c tells when the peer is gone (see there); the engine then fails
+ *    the connection.
  * Nothing here ever blocks.
  *
  * Threads: one connection and its requests are driven by one thread at a

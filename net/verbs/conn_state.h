@@ -1,6 +1,13 @@
-/* The state of a verbs connection (conn.h), shared by its parts: conn.c
- * (set-up, requests), send.c, recv.c, cq.c, flush.c and live.c. Nothing
- * outside net/verbs/ includes it. */
+/* The state of a verbs connection (conn.h), shared by its parts, and what
+ * each part offers the ones above it. The layers, top down (each calls
+ * only the ones below it; docs/design.md, "The verbs transport in
+ * layers"):
+ *   progress.c               the engine: rail_verbs_req_test() and
+ *                            rail_verbs_conn_progress() (conn.h), CQ polling
+ *   send.c recv.c flush.c    matching, placement and landing
+ *   live.c                   is the peer there: verdicts and probes
+ *   conn.c                   set-up, posting on lanes, how requests end
+ * Nothing outside net/verbs/ includes it. */
 #ifndef RAIL_NET_VERBS_CONN_STATE_H
 #define RAIL_NET_VERBS_CONN_STATE_H
 
@@ -131,7 +138,34 @@ struct rail_verbs_conn {
   struct rail_stripe stripe;
 };
 
-/* ---- conn.c: shared by the parts ---- */
+/* ---- send.c, recv.c, flush.c: what the engine hands down ---- */
+
+/* Sender: match waiting sends to the credits that arrived. */
+void rail_verbs_send_progress(struct rail_verbs_conn *c);
+/* One write of send `id` completed (err: -ENETDOWN when its rail was lost). */
+void rail_verbs_send_done(struct rail_verbs_conn *c, uint32_t id, int err);
+/* Receiver: post the credits still to be posted. */
+void rail_verbs_recv_progress(struct rail_verbs_conn *c);
+/* A write with immediate landed (wc); -EPROTO (the connection failed) when
+ * it names no receive of ours. */
+int rail_verbs_recv_arrived(struct rail_verbs_conn *c, const struct ibv_wc *wc);
+/* Every posted receive's credit goes out again (a rail was lost under it). */
+void rail_verbs_recv_repost_credits(struct rail_verbs_conn *c);
+/* A flush read of `slot` on `rail` completed. */
+void rail_verbs_flush_done(struct rail_verbs_conn *c, int rail, uint32_t slot,
+                           const struct ibv_wc *wc);
+
+/* ---- live.c: is the peer there ---- */
+
+/* While requests wait: watches the side channel and probes a quiet peer.
+ * 0, or the side channel's verdict that the peer is gone (-errno, with
+ * *why for the WARN): the engine then takes what already arrived and fails
+ * the connection. */
+int rail_verbs_live_check(struct rail_verbs_conn *c, const char **why);
+/* Something arrived from the peer. */
+void rail_verbs_live_heard(struct rail_verbs_conn *c);
+
+/* ---- conn.c: the bottom every part stands on ---- */
 
 const struct rail_verbs_api *rail_verbs_conn_api(const struct rail_verbs_conn *c);
 /* Fails every waiting request; the first error wins. */
@@ -140,44 +174,18 @@ void rail_verbs_conn_fail(struct rail_verbs_conn *c, int err);
 void rail_verbs_conn_wait_start(struct rail_verbs_conn *c);
 /* Ends a waiting or issued request: done (err 0) or failed. */
 void rail_verbs_req_finish(struct rail_verbs_conn *c, struct rail_verbs_req *r, int err);
+/* A receive is over: its windows go back. */
+void rail_verbs_req_release(struct rail_verbs_conn *c, struct rail_verbs_req *r);
 /* Posts one signaled RDMA WRITE (with immediate when with_imm) on lane li. */
 int rail_verbs_conn_write(struct rail_verbs_conn *c, int li, uint64_t wrid, void *local, size_t len,
                           uint32_t lkey, uint64_t raddr, uint32_t rkey, int with_imm, uint32_t imm);
+/* Posts one receive work request on lane li (what a write with immediate
+ * consumes). */
+int rail_verbs_conn_post_recv(struct rail_verbs_conn *c, int li);
 /* Reads the rails' async events (rate-limited): a port that went down is
  * seen before new traffic is put on it. */
 void rail_verbs_conn_poll_events(struct rail_verbs_conn *c);
 /* Can rail r carry new traffic: port up and a live lane. */
 int rail_verbs_conn_rail_usable(struct rail_verbs_conn *c, int r);
-
-/* ---- send.c ---- */
-void rail_verbs_send_progress(struct rail_verbs_conn *c);
-void rail_verbs_send_done(struct rail_verbs_conn *c, uint32_t id, int err);
-
-/* ---- recv.c ---- */
-void rail_verbs_recv_progress(struct rail_verbs_conn *c);
-int rail_verbs_recv_arrived(struct rail_verbs_conn *c, const struct ibv_wc *wc);
-/* A receive is over: its windows go back. */
-void rail_verbs_recv_release(struct rail_verbs_conn *c, struct rail_verbs_req *r);
-/* Every posted receive's credit goes out again (a rail was lost under it). */
-void rail_verbs_recv_repost_credits(struct rail_verbs_conn *c);
-int rail_verbs_recv_post_wr(struct rail_verbs_conn *c, int li);
-
-/* ---- cq.c ---- */
-void rail_verbs_cq_poll(struct rail_verbs_conn *c);
-
-/* ---- flush.c ---- */
-void rail_verbs_flush_done(struct rail_verbs_conn *c, int rail, uint32_t slot,
-                           const struct ibv_wc *wc);
-
-/* ---- live.c ---- */
-/* While requests wait: the side channel watch and probes; fails the
- * connection when the peer is gone. */
-void rail_verbs_live_check(struct rail_verbs_conn *c);
-/* Something arrived from the peer. */
-void rail_verbs_live_heard(struct rail_verbs_conn *c);
-/* Watches fd (-1: none) as the side channel. */
-int rail_verbs_live_watch(struct rail_verbs_conn *c, int fd);
-/* The RC local ACK timeout (IB's exponent) for NCCL_RAIL_TIMEOUT_MS. */
-int rail_verbs_live_qp_timeout(int timeout_ms);
 
 #endif

@@ -1,7 +1,9 @@
 /* Flush: makes what the NICs wrote into GPU memory visible to the GPU, by
  * an RDMA READ through a QP connected to itself on each rail (NCCL's IB
  * transport does the same): the read completes only after the writes
- * before it have reached the memory. */
+ * before it have reached the memory. Under the engine: transport.c posts
+ * here (rail_verbs_flush_post), progress.c hands down the reads'
+ * completions (rail_verbs_flush_done). */
 #include <errno.h>
 #include <string.h>
 

@@ -13,14 +13,16 @@
  *    peer's kernel.
  *  - On the data path, an RC QP whose peer HCA does not answer runs out of
  *    retries after its retry time, which follows NCCL_RAIL_TIMEOUT_MS
- *    (rail_verbs_live_qp_timeout): IBV_WC_RETRY_EXC_ERR takes that rail
- *    out, and the connection fails once no rail is left (cq.c). While a
+ *    (rail_verbs_qp_timeout): IBV_WC_RETRY_EXC_ERR takes that rail
+ *    out, and the connection fails once no rail is left (progress.c). While a
  *    connection only waits (nothing of ours in flight), an empty write into
  *    the peer's landing buffer every second keeps a request outstanding, so
  *    a vanished host is found by its QP even with no side channel.
  * So NCCL_RAIL_TIMEOUT_MS means on verbs what it means on sockets: how long
  * a peer's kernel (or HCA) may stay silent before it is declared dead.
- * Called from progress while requests wait; never blocks. */
+ * The engine (progress.c) asks while requests wait and acts on the
+ * verdict; nothing here polls a CQ or fails the connection for a gone
+ * peer. Never blocks. */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include <errno.h>
 #include <netinet/in.h>
@@ -34,15 +36,6 @@
 
 #define RAIL_VERBS_WATCH_MS 100  /* how often a waiting conn checks its side channel */
 #define RAIL_VERBS_PROBE_MS 1000 /* a waiting conn this quiet asks the peer's QP for an ACK */
-#define RAIL_VERBS_QP_RETRIES 8  /* the first try and retry_cnt 7 */
-
-int rail_verbs_live_qp_timeout(int timeout_ms) {
-  /* The smallest IB local ACK timeout whose tries together outlast the
-   * timeout: the peer is declared dead after [1, 2) x NCCL_RAIL_TIMEOUT_MS. */
-  for (int t = 1; t < 31; t++)
-    if (4.096e-3 * (double)(1ull << t) * RAIL_VERBS_QP_RETRIES >= (double)timeout_ms) return t;
-  return 31;
-}
 
 void rail_verbs_live_heard(struct rail_verbs_conn *c) { c->last_activity_ms = rail_verbs_now_ms(); }
 
@@ -93,7 +86,7 @@ static int rail_verbs_live_side_channel(struct rail_verbs_conn *c, const char **
 /* Waiting without news: an empty RDMA WRITE into the peer's landing buffer.
  * A live QP ACKs it (a real HCA does, also for a stopped process); a QP
  * whose peer vanished runs out of retries, and the completion error says
- * so (cq.c). */
+ * so (progress.c). */
 static void rail_verbs_live_probe(struct rail_verbs_conn *c, uint64_t now) {
   for (int li = 0; li < c->nlanes; li++) {
     struct rail_verbs_lane *l = &c->lanes[li];
@@ -111,38 +104,17 @@ static void rail_verbs_live_probe(struct rail_verbs_conn *c, uint64_t now) {
   }
 }
 
-void rail_verbs_live_check(struct rail_verbs_conn *c) {
+int rail_verbs_live_check(struct rail_verbs_conn *c, const char **why) {
   uint64_t now = rail_verbs_now_ms();
-  const char *why = "";
   int rc;
 
+  *why = "";
   if (c->watch_fd >= 0 && now >= c->next_watch_ms) {
     c->next_watch_ms = now + RAIL_VERBS_WATCH_MS;
-    rc = rail_verbs_live_side_channel(c, &why);
-    if (rc != 0) {
-      /* What the peer delivered before it went is in the CQs already: take
-       * it before failing the rest. */
-      rail_verbs_cq_poll(c);
-      if (c->err != 0 || c->inflight == 0) return;
-      RAIL_WARN("verbs: peer %s is gone: its side channel %s, with %d request(s) pending on %s "
-                "QP %#x",
-                c->peer, why, c->inflight, c->rails[0].nic->name, c->lanes[0].qp->qp_num);
-      rail_verbs_conn_fail(c, rc == -EPROTO ? -EPROTO : -ECONNRESET);
-      return;
-    }
+    if ((rc = rail_verbs_live_side_channel(c, why)) != 0) return rc;
   }
   if (!c->probing && now - c->last_activity_ms >= RAIL_VERBS_PROBE_MS &&
       now - c->last_probe_ms >= RAIL_VERBS_PROBE_MS)
     rail_verbs_live_probe(c, now);
-}
-
-int rail_verbs_live_watch(struct rail_verbs_conn *c, int fd) {
-  int proto = 0;
-  socklen_t len = sizeof(proto);
-
-  c->watch_fd = fd;
-  c->watch_tcp =
-      fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) == 0 && proto == IPPROTO_TCP;
-  memset(&c->watch_live, 0, sizeof(c->watch_live));
   return 0;
 }

@@ -12,6 +12,9 @@
 #define RAIL_VERBS_QP_RNR_RETRY 7 /* 7 = for ever: the receiver always has WQEs posted */
 #define RAIL_VERBS_QP_MIN_RNR_TIMER 12
 
+/* The first try and RAIL_VERBS_QP_RETRY retries. */
+#define RAIL_VERBS_QP_TRIES (RAIL_VERBS_QP_RETRY + 1)
+
 /* Verbs return a positive errno (or -1 with errno). */
 static int rail_verbs_qp_errno(int rc) { return rc > 0 ? -rc : (errno ? -errno : -EIO); }
 
@@ -23,6 +26,14 @@ uint32_t rail_verbs_qp_psn(void) {
   return ((uint32_t)t.tv_nsec * 2654435761u +
           __atomic_fetch_add(&counter, 7919u, __ATOMIC_RELAXED) + (uint32_t)getpid()) &
          0xffffffu;
+}
+
+int rail_verbs_qp_timeout(int timeout_ms) {
+  /* The smallest IB local ACK timeout whose tries together outlast the
+   * timeout: the peer is declared dead after [1, 2) x NCCL_RAIL_TIMEOUT_MS. */
+  for (int t = 1; t < 31; t++)
+    if (4.096e-3 * (double)(1ull << t) * RAIL_VERBS_QP_TRIES >= (double)timeout_ms) return t;
+  return 31;
 }
 
 int rail_verbs_qp_create(struct rail_verbs_nic *nic, struct ibv_cq *cq, int sq, int rq, int access,

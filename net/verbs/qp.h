@@ -27,6 +27,11 @@ int rail_verbs_qp_create(struct rail_verbs_nic *nic, struct ibv_cq *cq, int sq, 
 int rail_verbs_qp_connect(struct rail_verbs_nic *nic, struct ibv_qp *qp, uint32_t psn,
                           const struct rail_verbs_qp_peer *to, int traffic_class, int timeout,
                           const char *peer);
+/* The IB local ACK timeout exponent for NCCL_RAIL_TIMEOUT_MS: the smallest
+ * whose tries (the first and every retry) together last at least
+ * timeout_ms, so a peer HCA that stopped answering fails the QP after
+ * between 1 and 2 times it (net/verbs/live.c). */
+int rail_verbs_qp_timeout(int timeout_ms);
 /* A fresh 24-bit starting PSN: distinct ones keep stale packets of an
  * earlier connection from matching this one. */
 uint32_t rail_verbs_qp_psn(void);

@@ -1,6 +1,10 @@
 /* The receiver's data path (conn.h): a receive is a credit naming its
  * buffers, written into the sender's FIFO; its data arrives as writes with
- * immediate, each consuming one posted receive work request. */
+ * immediate, each consuming one posted receive work request. Credits and
+ * landing, under the engine: transport.c posts here (rail_verbs_recv_post),
+ * progress.c hands down what landed (rail_verbs_recv_arrived) and asks for
+ * the credits still owed (rail_verbs_recv_progress); it posts through
+ * conn.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -9,23 +13,6 @@
 #include "net/verbs/conn_state.h"
 
 int rail_verbs_recv_max(void) { return RAIL_VERBS_MAX_RECVS; }
-
-int rail_verbs_recv_post_wr(struct rail_verbs_conn *c, int li) {
-  struct ibv_recv_wr wr, *bad;
-  int rc;
-
-  memset(&wr, 0, sizeof(wr));
-  /* Writes with immediate consume a receive but land at the address the
-   * sender names, so the receive needs no buffer. */
-  wr.wr_id = RAIL_VERBS_WRID(RAIL_VERBS_WR_RECV, li, 0);
-  rc = ibv_post_recv(c->lanes[li].qp, &wr, &bad);
-  if (rc != 0) {
-    rc = rc > 0 ? -rc : -EIO;
-    RAIL_WARN("verbs: %s QP %#x: ibv_post_recv failed: %s", c->rails[c->lanes[li].rail].nic->name,
-              c->lanes[li].qp->qp_num, strerror(-rc));
-  }
-  return rc;
-}
 
 /* A lane that can carry a credit now, or -1. */
 static int rail_verbs_recv_credit_lane(struct rail_verbs_conn *c) {
@@ -157,16 +144,6 @@ unexpected:
   return -EPROTO;
 }
 
-void rail_verbs_recv_release(struct rail_verbs_conn *c, struct rail_verbs_req *r) {
-  for (int i = 0; i < r->n; i++) {
-    for (int k = 0; k < c->nrails; k++) {
-      if (r->b[i].win[k] == NULL) continue;
-      rail_verbs_mr_window_put(c->rails[k].nic, r->b[i].win[k]);
-      r->b[i].win[k] = NULL;
-    }
-  }
-}
-
 /* Fills the credit of receive r in its staging slot: per buffer and rail,
  * the key of a window of exactly that buffer (none for an empty one). */
 static int rail_verbs_recv_credit(struct rail_verbs_conn *c, struct rail_verbs_req *r) {
@@ -192,7 +169,7 @@ static int rail_verbs_recv_credit(struct rail_verbs_conn *c, struct rail_verbs_r
                                                         RAIL_WIRE_VERBS_CREDIT_BYTES);
   if (rc == 0) return 0;
 release:
-  rail_verbs_recv_release(c, r);
+  rail_verbs_req_release(c, r);
   return rc;
 }
 

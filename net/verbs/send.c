@@ -1,6 +1,10 @@
 /* The sender's data path (conn.h): sends wait for the oldest credit, take a
  * buffer of it, and are written straight into that buffer, spread over the
- * rails by the one striping policy and each rail's share over its lanes. */
+ * rails by the one striping policy and each rail's share over its lanes.
+ * Matching and placement, under the engine: transport.c posts here
+ * (rail_verbs_send_post), progress.c hands down the writes' completions
+ * (rail_verbs_send_done) and asks for matching (rail_verbs_send_progress);
+ * it posts through conn.c. */
 #include <errno.h>
 #include <string.h>
 

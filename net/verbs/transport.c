@@ -1,12 +1,16 @@
+/* The top of net/verbs: the transport table (transport.h) and what NCCL
+ * calls through it on a verbs comm. start() turns setup's sockets into a
+ * comm over a verbs connection (conn.h) and step() runs its QP exchange
+ * (exchange.h); isend, irecv and iflush post on the connection (send.c,
+ * recv.c, flush.c), test asks the engine (progress.c) and naps while a
+ * large message is on the wire; close tears it all down. The process hooks
+ * are ports.c's. Nothing below calls back into this file. */
 #include "net/verbs/transport.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,107 +19,9 @@
 #include "net/core/liveness.h"
 #include "net/core/wire.h"
 #include "net/verbs/conn.h"
-#include "net/verbs/dev.h"
+#include "net/verbs/exchange.h"
 
-/* ---- process state ---- */
-
-static pthread_mutex_t rail_vt_mu = PTHREAD_MUTEX_INITIALIZER;
-static int rail_vt_refs;
-static int rail_vt_on;
-static int rail_vt_nnics;
-static struct rail_verbs_nic *rail_vt_nics[RAIL_VERBS_MAX_PORTS];
-
-int rail_vt_init(void) {
-  const struct rail_verbs_api *api;
-  struct rail_verbs_port *ports;
-  int nports = 0, use = 0, rc = 0;
-
-  pthread_mutex_lock(&rail_vt_mu);
-  if (rail_vt_refs++ > 0) goto unlock;
-  rail_vt_on = 0;
-  rail_vt_nnics = 0;
-  if (strcasecmp(rail_param_str(RAIL_PARAM_TRANSPORT), "socket") == 0) goto unlock;
-  ports = calloc(RAIL_VERBS_MAX_PORTS, sizeof(*ports));
-  if (ports == NULL) {
-    rc = -ENOMEM;
-    goto undo_ref;
-  }
-  api = rail_verbs_api_get();
-  rc = rail_verbs_discover(api, ports, RAIL_VERBS_MAX_PORTS, &nports);
-  if (rc == 0) rc = rail_verbs_transport_pick(rail_param_str(RAIL_PARAM_TRANSPORT), nports, &use);
-  for (int i = 0; rc == 0 && use && i < nports; i++) {
-    /* A port that will not open is left out; the others still serve. */
-    if (rail_verbs_nic_open(api, &ports[i], &rail_vt_nics[rail_vt_nnics]) == 0) rail_vt_nnics++;
-  }
-  free(ports);
-  if (rc != 0) goto undo_ref;
-  rail_vt_on = use && rail_vt_nnics > 0;
-  RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET, "transport: %s (%d RDMA port(s) open)",
-            rail_vt_on ? "verbs" : "socket", rail_vt_nnics);
-  goto unlock;
-undo_ref:
-  rail_vt_refs--;
-unlock:
-  pthread_mutex_unlock(&rail_vt_mu);
-  return rc;
-}
-
-void rail_vt_fini(void) {
-  pthread_mutex_lock(&rail_vt_mu);
-  if (rail_vt_refs > 0 && --rail_vt_refs == 0) {
-    for (int i = 0; i < rail_vt_nnics; i++)
-      rail_verbs_nic_close(rail_vt_nics[i]);
-    rail_vt_nnics = 0;
-    rail_vt_on = 0;
-  }
-  pthread_mutex_unlock(&rail_vt_mu);
-}
-
-int rail_vt_enabled(void) { return rail_vt_on; }
-
-/* The NIC whose port sits under interface `ifname`; NULL if none. */
-static struct rail_verbs_nic *rail_vt_nic_for(const char *ifname) {
-  for (int i = 0; i < rail_vt_nnics; i++)
-    if (strcmp(rail_verbs_nic_port(rail_vt_nics[i])->netdev, ifname) == 0) return rail_vt_nics[i];
-  return NULL;
-}
-
-int rail_vt_device_ok(const char *const *ifnames, int n) {
-  if (!rail_vt_on || n < 1 || n > RAIL_VERBS_MAX_RAILS) return 0;
-  for (int i = 0; i < n; i++)
-    if (rail_vt_nic_for(ifnames[i]) == NULL) return 0;
-  return 1;
-}
-
-int rail_vt_ptr_support(const char *const *ifnames, int n) {
-  int gpu = RAIL_VERBS_MEM_CUDA | RAIL_VERBS_MEM_DMABUF;
-
-  if (!rail_vt_device_ok(ifnames, n)) return RAIL_VERBS_MEM_HOST;
-  for (int i = 0; i < n; i++)
-    gpu &= rail_verbs_nic_mem_support(rail_vt_nic_for(ifnames[i]));
-  return RAIL_VERBS_MEM_HOST | gpu;
-}
-
-int rail_vt_speed_mbps(const char *const *ifnames, int n) {
-  int sum = 0;
-
-  for (int i = 0; i < n; i++) {
-    struct rail_verbs_nic *nic = rail_vt_nic_for(ifnames[i]);
-    if (nic != NULL) sum += rail_verbs_nic_port(nic)->speed_mbps;
-  }
-  return sum;
-}
-
-/* ---- connections ---- */
-
-enum rail_vt_state {
-  RAIL_VT_SEND_INFO,
-  RAIL_VT_WAIT_INFO,
-  RAIL_VT_SEND_READY,
-  RAIL_VT_WAIT_READY,
-  RAIL_VT_READY,
-  RAIL_VT_FAILED,
-};
+/* ---- comms and their requests ---- */
 
 struct rail_vt_req {
   struct rail_xreq base; /* first: see net/core/transport.h */
@@ -133,77 +39,15 @@ struct rail_vt_req {
 struct rail_vt_comm {
   struct rail_conn base; /* first: see net/core/transport.h */
   int speed_mbps;        /* the rails' ports, summed */
-  int is_send;
-  int state;
-  int err;
-  int fd; /* the side channel */
-  uint64_t deadline_ns;
   int nrails;
   struct rail_verbs_nic *nics[RAIL_VERBS_MAX_RAILS];
   struct rail_verbs_conn *conn;
   char peer[80];
-  uint8_t out[RAIL_WIRE_VERBS_REC_HEAD + RAIL_VERBS_INFO_BYTES];
-  size_t out_len, out_off;
-  uint8_t in[RAIL_WIRE_VERBS_REC_HEAD + RAIL_VERBS_INFO_BYTES];
-  size_t in_off;
+  int fd;                    /* the side channel, owned */
+  struct rail_vt_exchange x; /* the QP exchange on it */
   struct rail_vt_req *free_reqs;
   struct rail_vt_req reqs[RAIL_VT_REQS];
 };
-
-static int rail_vt_record(struct rail_vt_comm *c, int type) {
-  size_t len = 0;
-
-  if (type == RAIL_WIRE_VERBS_REC_INFO) {
-    int rc = rail_verbs_conn_info(c->conn, c->out + RAIL_WIRE_VERBS_REC_HEAD, RAIL_VERBS_INFO_BYTES,
-                                  &len);
-    if (rc != 0) return rc;
-  }
-  rail_wire_verbs_rec_encode(c->out, type, (uint32_t)len);
-  c->out_len = RAIL_WIRE_VERBS_REC_HEAD + len;
-  c->out_off = 0;
-  return 0;
-}
-
-/* Writes what the socket takes: 0 when all is out, -EAGAIN, or -errno. */
-static int rail_vt_flush(struct rail_vt_comm *c) {
-  while (c->out_off < c->out_len) {
-    ssize_t n =
-        send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -EAGAIN;
-    if (n < 0) return -errno;
-    c->out_off += (size_t)n;
-  }
-  return 0;
-}
-
-/* Reads one record of `type` into c->in: 0 when complete (payload length in
- * *len), -EAGAIN, or -errno (-ECONNRESET when the peer closed, -EPROTO). */
-static int rail_vt_read(struct rail_vt_comm *c, int type, size_t *len) {
-  for (;;) {
-    size_t want = RAIL_WIRE_VERBS_REC_HEAD;
-    ssize_t n;
-
-    if (c->in_off >= RAIL_WIRE_VERBS_REC_HEAD) {
-      uint32_t plen;
-      int got;
-      if (rail_wire_verbs_rec_decode(c->in, c->in_off, &got, &plen) != 0 || got != type)
-        return -EPROTO;
-      want = RAIL_WIRE_VERBS_REC_HEAD + plen;
-      if (c->in_off == want) {
-        *len = plen;
-        c->in_off = 0;
-        return 0;
-      }
-    }
-    n = recv(c->fd, c->in + c->in_off, want - c->in_off, MSG_DONTWAIT);
-    if (n == 0) return -ECONNRESET;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -EAGAIN;
-    if (n < 0) return -errno;
-    c->in_off += (size_t)n;
-  }
-}
 
 static struct rail_vt_comm *rail_vt_comm(struct rail_conn *c) { return (struct rail_vt_comm *)c; }
 
@@ -266,7 +110,6 @@ static int rail_vt_start(int is_send, const struct rail_setup_rail *setup, int n
     goto close_fds;
   }
   c->base.t = &rail_transport_verbs;
-  c->is_send = is_send;
   c->fd = -1;
   snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "?");
   rc = rail_vt_find_nics(c, setup, nsetup);
@@ -280,15 +123,10 @@ static int rail_vt_start(int is_send, const struct rail_setup_rail *setup, int n
     c->reqs[i].next_free = c->free_reqs;
     c->free_reqs = &c->reqs[i];
   }
-  c->deadline_ns =
-      rail_now_ns() + (uint64_t)rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS) * 1000000ull;
-  if (is_send) {
-    rc = rail_vt_record(c, RAIL_WIRE_VERBS_REC_INFO);
-    if (rc != 0) goto destroy_conn;
-    c->state = RAIL_VT_SEND_INFO;
-  } else {
-    c->state = RAIL_VT_WAIT_INFO;
-  }
+  rc = rail_vt_exchange_begin(
+      &c->x, c->conn, is_send, setup[0].ctl_fd, c->peer,
+      rail_now_ns() + (uint64_t)rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS) * 1000000ull);
+  if (rc != 0) goto destroy_conn;
   /* Rail 0's control stream is the side channel; the rest are not needed. */
   c->fd = setup[0].ctl_fd;
   rail_vt_close_setup(setup, nsetup, c->fd);
@@ -305,51 +143,7 @@ close_fds:
 }
 
 static int rail_vt_step(struct rail_conn *conn) {
-  struct rail_vt_comm *c = rail_vt_comm(conn);
-  size_t len;
-  int rc = 0;
-
-  while (rc == 0) {
-    switch (c->state) {
-    case RAIL_VT_SEND_INFO:
-    case RAIL_VT_SEND_READY:
-      rc = rail_vt_flush(c);
-      if (rc == 0)
-        c->state = c->state == RAIL_VT_SEND_READY ? RAIL_VT_READY
-                   : c->is_send                   ? RAIL_VT_WAIT_INFO
-                                                  : RAIL_VT_WAIT_READY;
-      break;
-    case RAIL_VT_WAIT_INFO:
-      rc = rail_vt_read(c, RAIL_WIRE_VERBS_REC_INFO, &len);
-      if (rc != 0) break;
-      rc = rail_verbs_conn_connect(c->conn, c->in + RAIL_WIRE_VERBS_REC_HEAD, len);
-      if (rc == 0)
-        rc = rail_vt_record(c, c->is_send ? RAIL_WIRE_VERBS_REC_READY : RAIL_WIRE_VERBS_REC_INFO);
-      if (rc == 0) c->state = c->is_send ? RAIL_VT_SEND_READY : RAIL_VT_SEND_INFO;
-      break;
-    case RAIL_VT_WAIT_READY:
-      rc = rail_vt_read(c, RAIL_WIRE_VERBS_REC_READY, &len);
-      if (rc == 0) c->state = RAIL_VT_READY;
-      break;
-    case RAIL_VT_READY:
-      return 0;
-    default:
-      return c->err;
-    }
-  }
-  if (rc == -EAGAIN && rail_now_ns() > c->deadline_ns) {
-    RAIL_WARN("verbs: connection to %s: QP exchange not done within %lld ms", c->peer,
-              rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS));
-    rc = -ETIMEDOUT;
-  } else if (rc == -EAGAIN) {
-    return rc;
-  } else {
-    RAIL_WARN("verbs: connection to %s: QP exchange over the side channel failed: %s", c->peer,
-              strerror(-rc));
-  }
-  c->state = RAIL_VT_FAILED;
-  c->err = rc;
-  return rc;
+  return rail_vt_exchange_step(&rail_vt_comm(conn)->x);
 }
 
 static int rail_vt_close(struct rail_conn *conn) {
@@ -425,7 +219,7 @@ static int rail_vt_isend(struct rail_conn *conn, void *data, size_t size, int ta
   struct rail_vt_req *w;
 
   *request = NULL;
-  if (c->state != RAIL_VT_READY) return -ENOTCONN;
+  if (!rail_vt_exchange_ready(&c->x)) return -ENOTCONN;
   w = rail_vt_req_get(c, size);
   if (w == NULL) return 0; /* all slots busy: NCCL retries */
   w->n = 1;
@@ -440,7 +234,7 @@ static int rail_vt_irecv_group(struct rail_conn *conn, int n, void **data, const
   size_t bytes = 0;
 
   *request = NULL;
-  if (c->state != RAIL_VT_READY) return -ENOTCONN;
+  if (!rail_vt_exchange_ready(&c->x)) return -ENOTCONN;
   for (int i = 0; i < n; i++)
     bytes += sizes[i];
   w = rail_vt_req_get(c, bytes);
