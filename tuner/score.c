@@ -47,6 +47,7 @@ static struct rail_tuner_shape machine_shape(const struct machine *m) {
   /* The latency the net plugin reported, as the plugin reads it from NCCL's
    * AllReduce table (NVLSTree, an AllReduce, is where the model uses it). */
   s.nccl_latency_us = m->netlat;
+  s.cpu_amd = m->cpu_amd;
   return s;
 }
 
@@ -112,23 +113,8 @@ static int parse_fabric(const char *word, struct machine *m) {
 static void nccl_pick(const struct rail_tuner_shape *s, const struct machine *m, int coll,
                       size_t bytes, const float (*offered)[RAIL_PROTO_COUNT], int *algo,
                       int *proto) {
-  struct rail_nccl_view v;
-  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
-  float best = -1;
-
-  rail_tuner_nccl_view(s, m->netlat, &v);
-  v.cpu_amd = m->cpu_amd;
-  rail_nccl_table(&v, coll, bytes, 1, t);
-  *algo = *proto = -1;
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
-      if (offered != NULL && !(offered[a][p] >= 0)) continue;
-      if (t[a][p] >= 0 && (best < 0 || t[a][p] < best)) {
-        best = t[a][p];
-        *algo = a;
-        *proto = p;
-      }
-    }
+  (void)m; /* its latency and CPU are the shape's (machine_shape) */
+  rail_tuner_nccl_choice(s, coll, bytes, 1, offered, 0, algo, proto);
 }
 
 /* The tuner's choice, as `nccl-rail plan` makes it from the shape. */
