@@ -34,6 +34,7 @@ RAIL_TEST_MAIN(ring_latency_linear_in_ranks, tree_latency_logarithmic_in_nodes,
                abi_each_table_models_its_release, abi_rules_file_from_environment,
                abi_fingerprint_mismatch_changes_no_decision, plan_cli_explains_the_choices,
                plan_cli_options_and_errors, plan_cli_json_schema_and_fields,
-               plan_cli_site_knowledge_flags, ll_ceiling_by_generation_and_scale,
-               table_sockets_need_no_file, shape_from_table_sockets_from_ll128,
-               tree_fill_per_network_level, nvlstree_levels_pay_the_reported_latency_on_efa)
+               plan_cli_site_knowledge_flags, plan_cli_says_what_it_assumes,
+               ll_ceiling_by_generation_and_scale, table_sockets_need_no_file,
+               shape_from_table_sockets_from_ll128, tree_fill_per_network_level,
+               nvlstree_levels_pay_the_reported_latency_on_efa)

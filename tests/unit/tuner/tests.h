@@ -128,6 +128,7 @@ void plan_cli_explains_the_choices(void);
 void plan_cli_options_and_errors(void);
 void plan_cli_json_schema_and_fields(void);
 void plan_cli_site_knowledge_flags(void);
+void plan_cli_says_what_it_assumes(void);
 
 /* ---- unit.tuner_data ---------------------------------------------------- */
 
