@@ -11,6 +11,8 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "tuner/evidence.h"
+#include "tuner/nccl_model.h"
 #include "tuner/rules.h"
 
 /* One bucket per power of two of the size, for logging choices only when
@@ -274,6 +276,7 @@ static int model_pick(const struct rail_tuner_ctx *ctx, int coll, size_t nbytes,
   struct rail_tuner_shape s;
   struct rail_tuner_choice c;
   const float(*t)[RAIL_PROTO_COUNT] = (const float(*)[RAIL_PROTO_COUNT])cost;
+  char kase[64];
 
   if (rail_tuner_shape_from_release_table(ctx->nranks, ctx->nnodes, coll, nbytes, pipe_ops, t,
                                           ctx->fabric, ctx->nccl_release, &s) != 0)
@@ -281,8 +284,11 @@ static int model_pick(const struct rail_tuner_ctx *ctx, int coll, size_t nbytes,
   if (rail_tuner_decide(&s, coll, nbytes, pipe_ops, t, 1, &c) != 0) return -1;
   *algo = c.algo;
   *proto = c.proto;
-  snprintf(why, wlen, "model, %s, %.1f us; NCCL's table: ring %.0f GB/s",
-           rail_tuner_reason_name(c.reason), c.cost.time_us, s.nccl_ring_gbs);
+  /* Which case: NCCL's own, NCCL's kept for want of evidence, or the
+   * correction that lets the model differ (tuner/evidence.h). */
+  snprintf(why, wlen, "%s, %s, %.1f us (NCCL %s's model); NCCL's table: ring %.0f GB/s",
+           rail_tuner_case_str(&c, kase, sizeof(kase)), rail_tuner_reason_name(c.reason),
+           c.cost.time_us, rail_nccl_release_name(ctx->nccl_release), s.nccl_ring_gbs);
   return 0;
 }
 
