@@ -231,6 +231,23 @@ static int parse_fabric_opt(const char *s, struct plan_opts *o) {
   return 0;
 }
 
+/* What "NCCL alone" is: the release's model and the hosts' CPU. */
+static int plan_option_nccl(int c, const char *v, struct plan_opts *o) {
+  switch (c) {
+  case OPT_NCCL:
+    if ((o->nccl_release = rail_nccl_release_parse(v)) < 0)
+      return bad_value("nccl", v, "expected an NCCL 2.x version: 2.23, 2.28.9, 2.30 ...");
+    return 0;
+  case OPT_CPU:
+    if (strcasecmp(v, "amd") != 0 && strcasecmp(v, "intel") != 0)
+      return bad_value("cpu", v, "expected intel or amd");
+    o->cpu_amd = strcasecmp(v, "amd") == 0;
+    return 0;
+  default:
+    return 2;
+  }
+}
+
 static int plan_option(int c, const char *v, struct plan_opts *o) {
   switch (c) {
   case OPT_NODES:
@@ -288,17 +305,8 @@ static int plan_option(int c, const char *v, struct plan_opts *o) {
   case OPT_MISSES:
     o->misses = 1;
     return 0;
-  case OPT_NCCL:
-    if ((o->nccl_release = rail_nccl_release_parse(v)) < 0)
-      return bad_value("nccl", v, "expected an NCCL 2.x version: 2.23, 2.28.9, 2.30 ...");
-    return 0;
-  case OPT_CPU:
-    if (strcasecmp(v, "amd") != 0 && strcasecmp(v, "intel") != 0)
-      return bad_value("cpu", v, "expected intel or amd");
-    o->cpu_amd = strcasecmp(v, "amd") == 0;
-    return 0;
   default:
-    return 2;
+    return plan_option_nccl(c, v, o);
   }
 }
 
