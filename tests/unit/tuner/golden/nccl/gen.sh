@@ -2,10 +2,10 @@
 # gen.sh [--check]: NCCL's own cost model, per release, as golden tables.
 #
 # For each release below, unpacks src/graph/tuning.cc from NCCL's source
-# snapshot in $RAIL_REFERENCE_DIR (nccl-<release>-1.tar.gz; CI's
-# ../shared/reference), compiles it beside harness.cc against the stand-in
-# types of shim/ (nothing of NCCL's is kept: the file is read from the
-# tarball at generation time, into a temporary folder), runs it, and writes
+# snapshot $RAIL_REFERENCE_DIR/nccl-<release>-1.tar.gz (.ci/run exports the
+# folder), compiles it beside harness.cc against the stand-in types of shim/
+# (nothing of NCCL's is kept: the file is read from the tarball at
+# generation time, into a temporary folder), runs it, and writes
 # nccl-<release>.txt here: NCCL's latency, bandwidth and ncclTopoGetAlgoTime
 # for every (collective, algorithm, protocol) on the views harness.cc lists.
 # The goldens are committed; unit.tuner_golden holds tuner/nccl_model.c to
