@@ -14,6 +14,7 @@
 #include "plugin/errors.h"
 #include "plugin/logger.h"
 #include "common/log.h"
+#include "tuner/nccl_model.h"
 #include "tuner/tuner.h"
 
 #define RAIL_EXPORT __attribute__((visibility("default")))
@@ -38,14 +39,24 @@ _Static_assert((int)RAIL_COLL_BROADCAST == (int)ncclFuncBroadcast &&
 
 /* Builds the context; on failure (memory) the communicator goes on with
  * NCCL's own choices: ctx NULL is an inactive tuner everywhere below. */
+/* Which NCCL loaded us, from the table version it took: v6 is 2.30 on, v5
+ * 2.28-2.29, v4 2.24-2.27, v3 2.22-2.23 (docs/operations.md, "NCCL
+ * versions"). The model for each is the newest modelled release not newer
+ * (tuner/nccl_model.h): v4's releases take 2.23's. */
+#define RAIL_TUNER_ABI_CODE_V6 23000
+#define RAIL_TUNER_ABI_CODE_V5 22800
+#define RAIL_TUNER_ABI_CODE_V4 22400
+#define RAIL_TUNER_ABI_CODE_V3 22200
+
 static ncclResult_t rail_tuner_abi_create(size_t nRanks, size_t nNodes, int nvl_spans_nodes,
-                                          void **ctx) {
+                                          int nccl_code, void **ctx) {
   struct rail_tuner_env env;
   struct rail_tuner_ctx *c = NULL;
   int rc;
 
   rail_tuner_env_read(&env);
   env.nvlink_spans_nodes = nvl_spans_nodes;
+  env.nccl_release = rail_nccl_release_for_code(nccl_code);
   rc = rail_tuner_create(nRanks, nNodes, &env, &c);
   if (rc != 0) {
     RAIL_WARN("tuner: no context for a communicator of %zu ranks: %s; NCCL keeps its own choices",
@@ -75,24 +86,47 @@ static int rail_tuner_abi_spans_hosts(size_t nRanks, size_t nNodes, int max_per_
   return per > RAIL_TUNER_ABI_HOST_NVLINK_GPUS;
 }
 
-static ncclResult_t rail_tuner_abi_init_v5(void **ctx, uint64_t commId, size_t nRanks,
-                                           size_t nNodes, ncclDebugLogger_t logFunction,
-                                           ncclNvlDomainInfo_v5_t *nvlDomainInfo,
-                                           ncclTunerConstants_v5_t *constants) {
+static ncclResult_t rail_tuner_abi_init_v5_of(void **ctx, size_t nRanks, size_t nNodes,
+                                              ncclDebugLogger_t logFunction,
+                                              ncclNvlDomainInfo_v5_t *nvlDomainInfo, int code) {
   /* constants are in/out; we choose per call instead of reshaping NCCL's
    * model, so they are left exactly as NCCL filled them, and never read:
    * NCCL 2.31 calls init before it fills them (all zero). v6 passes the
    * same structs under new names. */
   int max_per_domain = nvlDomainInfo != NULL ? nvlDomainInfo->maxRanksPerNvlDomain : 0;
   rail_abi_take_logger(logFunction);
-  return rail_tuner_abi_create(nRanks, nNodes,
-                               rail_tuner_abi_spans_hosts(nRanks, nNodes, max_per_domain), ctx);
+  return rail_tuner_abi_create(
+      nRanks, nNodes, rail_tuner_abi_spans_hosts(nRanks, nNodes, max_per_domain), code, ctx);
+}
+
+static ncclResult_t rail_tuner_abi_init_v5(void **ctx, uint64_t commId, size_t nRanks,
+                                           size_t nNodes, ncclDebugLogger_t logFunction,
+                                           ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+                                           ncclTunerConstants_v5_t *constants) {
+  return rail_tuner_abi_init_v5_of(ctx, nRanks, nNodes, logFunction, nvlDomainInfo,
+                                   RAIL_TUNER_ABI_CODE_V5);
+}
+
+static ncclResult_t rail_tuner_abi_init_v6(void **ctx, uint64_t commId, size_t nRanks,
+                                           size_t nNodes, ncclDebugLogger_t logFunction,
+                                           ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+                                           ncclTunerConstants_v5_t *constants) {
+  return rail_tuner_abi_init_v5_of(ctx, nRanks, nNodes, logFunction, nvlDomainInfo,
+                                   RAIL_TUNER_ABI_CODE_V6);
 }
 
 static ncclResult_t rail_tuner_abi_init_v4(size_t nRanks, size_t nNodes,
                                            ncclDebugLogger_t logFunction, void **ctx) {
   rail_abi_take_logger(logFunction);
-  return rail_tuner_abi_create(nRanks, nNodes, rail_tuner_abi_spans_hosts(nRanks, nNodes, 0), ctx);
+  return rail_tuner_abi_create(nRanks, nNodes, rail_tuner_abi_spans_hosts(nRanks, nNodes, 0),
+                               RAIL_TUNER_ABI_CODE_V4, ctx);
+}
+
+static ncclResult_t rail_tuner_abi_init_v3(size_t nRanks, size_t nNodes,
+                                           ncclDebugLogger_t logFunction, void **ctx) {
+  rail_abi_take_logger(logFunction);
+  return rail_tuner_abi_create(nRanks, nNodes, rail_tuner_abi_spans_hosts(nRanks, nNodes, 0),
+                               RAIL_TUNER_ABI_CODE_V3, ctx);
 }
 
 static ncclResult_t rail_tuner_abi_get_coll_info_v4(void *ctx, ncclFunc_t collType, size_t nBytes,
@@ -134,7 +168,7 @@ static ncclResult_t rail_tuner_abi_finalize(void *ctx) {
  * sizes) until the model has a measured reason to lower one. */
 RAIL_EXPORT const ncclTuner_v6_t ncclTunerPlugin_v6 = {
     .name = RAIL_TUNER_NAME,
-    .init = rail_tuner_abi_init_v5,
+    .init = rail_tuner_abi_init_v6,
     .getCollInfo = rail_tuner_abi_get_coll_info_v4,
     .finalize = rail_tuner_abi_finalize,
     .getChunkSize = NULL,
@@ -156,7 +190,7 @@ RAIL_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
 
 RAIL_EXPORT const ncclTuner_v3_t ncclTunerPlugin_v3 = {
     .name = RAIL_TUNER_NAME,
-    .init = rail_tuner_abi_init_v4,
+    .init = rail_tuner_abi_init_v3,
     .getCollInfo = rail_tuner_abi_get_coll_info_v3,
     .destroy = rail_tuner_abi_finalize,
 };

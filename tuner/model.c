@@ -5,8 +5,10 @@
 
 #include <errno.h>
 #include <math.h>
+#include <string.h>
 #include <strings.h>
 
+#include "tuner/evidence.h"
 #include "tuner/nccl_model.h"
 
 /* ---- constants ---------------------------------------------------------- */
@@ -277,12 +279,18 @@ void rail_tuner_nccl_view(const struct rail_tuner_shape *s, double latency_inter
   double tree = tree_graph_bw(s);
 
   *v = (struct rail_nccl_view){0};
+  v->release = s->nccl_release;
+  v->cpu_amd = s->cpu_amd;
   v->nodes = s->nodes;
   v->ranks = s->ranks;
   v->intra_nvlink = s->intra == RAIL_TUNER_INTRA_NVLINK;
   v->cc = rail_nccl_cc_of(s->sm);
   v->latency_inter_us = latency_inter_us;
-  v->same_channels = 1;
+  /* NCCL's search tries different channels when one ordering cannot fill
+   * the links (search.cc ncclTopoCompute, pass 1), which a ring across
+   * nodes over several NICs always needs: then each Broadcast/Reduce step
+   * pays a hop (tuning.cc). */
+  v->same_channels = !(multi_node(s) && s->rails > 1);
   set_graph(&v->ring, VIEW_CHANNELS, ring_bus(s), ring_bus(s));
   set_graph(&v->tree, VIEW_CHANNELS, tree, tree);
   set_graph(&v->nvls, VIEW_CHANNELS, intra, net);
@@ -614,13 +622,37 @@ int rail_tuner_cost_observed(const struct rail_tuner_shape *s, enum rail_coll co
   return 0;
 }
 
-int rail_tuner_decide(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
-                      int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
-                      struct rail_tuner_choice *out) {
-  struct rail_tuner_choice best;
+int rail_tuner_nccl_choice(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
+                           int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
+                           int *algo, int *proto) {
+  float own[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+  float best = -1;
+
+  if (!(table != NULL && observed)) {
+    struct rail_nccl_view v;
+    rail_tuner_nccl_view(s, s->nccl_latency_us, &v);
+    rail_nccl_table(&v, coll, nbytes, pipe_ops, own);
+  }
+  *algo = *proto = -1;
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
+      float t = table != NULL && observed ? table[a][p] : own[a][p];
+      if (table != NULL && !(table[a][p] >= 0)) continue;
+      if (t >= 0 && (best < 0 || t < best)) {
+        best = t;
+        *algo = a;
+        *proto = p;
+      }
+    }
+  return *algo >= 0 ? 0 : -ENOENT;
+}
+
+/* The model's cheapest candidate, or -ENOENT. */
+static int model_choice(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
+                        int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
+                        struct rail_tuner_choice *best) {
   int found = 0;
 
-  if (rail_tuner_shape_check(s) != 0 || (unsigned)coll >= RAIL_COLL_COUNT) return -EINVAL;
   for (int a = 0; a < RAIL_ALGO_COUNT; a++) {
     for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
       struct rail_tuner_cost c;
@@ -633,16 +665,70 @@ int rail_tuner_decide(const struct rail_tuner_shape *s, enum rail_coll coll, siz
       if (rc != 0) continue;
       /* Strictly less: the first of equal candidates stays, whatever the
        * floating-point noise elsewhere, so ranks agree. */
-      if (found && !(c.time_us < best.cost.time_us)) continue;
-      best.algo = a;
-      best.proto = p;
-      best.cost = c;
+      if (found && !(c.time_us < best->cost.time_us)) continue;
+      best->algo = a;
+      best->proto = p;
+      best->cost = c;
       found = 1;
     }
   }
-  if (!found) return -ENOENT;
+  return found ? 0 : -ENOENT;
+}
+
+/* NCCL's entry as the choice: the model's cost for it where the model has
+ * one, else NCCL's own time as all of it. */
+static void take_nccl(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
+                      int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed, int a,
+                      int p, struct rail_tuner_choice *out) {
+  struct rail_tuner_cost c;
+  int rc = table != NULL && observed
+               ? rail_tuner_cost_observed(s, coll, a, p, nbytes, pipe_ops, table[a][p], &c)
+               : rail_tuner_cost(s, coll, a, p, nbytes, pipe_ops, &c);
+
+  if (rc != 0) {
+    memset(&c, 0, sizeof(c));
+    c.time_us = table != NULL && observed ? table[a][p] : 0;
+  }
+  out->algo = a;
+  out->proto = p;
+  out->cost = c;
+}
+
+int rail_tuner_model_decide(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
+                            int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
+                            struct rail_tuner_choice *out) {
+  struct rail_tuner_choice best;
+
+  if (rail_tuner_shape_check(s) != 0 || (unsigned)coll >= RAIL_COLL_COUNT) return -EINVAL;
+  memset(&best, 0, sizeof(best));
+  if (model_choice(s, coll, nbytes, pipe_ops, table, observed, &best) != 0) return -ENOENT;
+  best.model_algo = best.algo;
+  best.model_proto = best.proto;
+  best.correction = -1;
   best.reason = best.cost.latency_us * 2 >= best.cost.time_us ? RAIL_TUNER_LATENCY_BOUND
                                                               : RAIL_TUNER_BANDWIDTH_BOUND;
+  *out = best;
+  return 0;
+}
+
+int rail_tuner_decide(const struct rail_tuner_shape *s, enum rail_coll coll, size_t nbytes,
+                      int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
+                      struct rail_tuner_choice *out) {
+  struct rail_tuner_choice best;
+  int na, np, rc = rail_tuner_model_decide(s, coll, nbytes, pipe_ops, table, observed, &best);
+
+  if (rc != 0) return rc;
+  if (rail_tuner_nccl_choice(s, coll, nbytes, pipe_ops, table, observed, &na, &np) == 0 &&
+      (na != (int)best.algo || np != (int)best.proto)) {
+    /* The model differs from NCCL: it stands only on evidence. */
+    best.correction = rail_tuner_evidence_for(s, coll, nbytes, best.algo, na);
+    if (best.correction < 0) {
+      take_nccl(s, coll, nbytes, pipe_ops, table, observed, na, np, &best);
+      best.nccl_kept = 1;
+      best.reason = best.cost.latency_us * 2 >= best.cost.time_us ? RAIL_TUNER_LATENCY_BOUND
+                                                                  : RAIL_TUNER_BANDWIDTH_BOUND;
+    }
+  }
   *out = best;
   return 0;
 }

@@ -100,6 +100,13 @@ struct rail_tuner_shape {
    * NCCL's IB and socket transports and this plugin; aws-ofi-nccl reports
    * 35-75 on AWS instances). */
   double nccl_latency_us;
+  /* The NCCL release whose model "NCCL alone" is (enum rail_nccl_release,
+   * tuner/nccl_model.h; 0: the newest): the plugin's is the release that
+   * loaded it, plan's --nccl. */
+  int nccl_release;
+  /* 1: AMD (or mixed) x86 hosts, which change NCCL's LL ceilings and net
+   * overhead; 0: Intel, what plan assumes unless told. */
+  int cpu_amd;
 };
 
 /* The extra per-hop latency a fabric adds to NCCL's hop costs, us: a
@@ -173,9 +180,27 @@ struct rail_tuner_choice {
   enum rail_proto proto;
   enum rail_tuner_reason reason;
   struct rail_tuner_cost cost;
+  /* Which case this is (tuner/evidence.h): the index of the correction
+   * whose evidence lets the model's choice stand against NCCL's, or -1
+   * where the choice is NCCL's own; nccl_kept 1 where the model would
+   * have chosen otherwise but no evidence covers the job. */
+  int correction;
+  int nccl_kept;
+  int model_algo, model_proto; /* what the model alone would pick */
 };
 
-/* The cheapest supported candidate. table, if not NULL, is NCCL's cost table
+/* NCCL's own choice for the call: the lowest entry of table where observed
+ * (NCCL's times), else of the table NCCL's model (tuner/nccl_model.h)
+ * builds for the shape with its nccl_latency_us and release, among the
+ * entries table offers (>= 0; NULL: all). -ENOENT if none. */
+int rail_tuner_nccl_choice(const struct rail_tuner_shape *shape, enum rail_coll coll, size_t nbytes,
+                           int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
+                           int *algo, int *proto);
+
+/* The model's cheapest supported candidate where evidence lets it differ
+ * from NCCL's own choice (tuner/evidence.h), NCCL's choice elsewhere
+ * (correction and nccl_kept say which; model_algo/model_proto what the
+ * model alone picks). table, if not NULL, is NCCL's cost table
  * (float[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT]): entries below 0 are unavailable
  * and never chosen, and with observed set the others are NCCL's times that
  * rail_tuner_cost_observed() starts from. Ties go to the lower (algo,
@@ -184,6 +209,13 @@ struct rail_tuner_choice {
 int rail_tuner_decide(const struct rail_tuner_shape *shape, enum rail_coll coll, size_t nbytes,
                       int pipe_ops, const float (*table)[RAIL_PROTO_COUNT], int observed,
                       struct rail_tuner_choice *out);
+
+/* The model's cheapest candidate alone, with no regard to evidence or to
+ * NCCL's choice (what rail_tuner_decide starts from); same arguments and
+ * errors. */
+int rail_tuner_model_decide(const struct rail_tuner_shape *shape, enum rail_coll coll,
+                            size_t nbytes, int pipe_ops, const float (*table)[RAIL_PROTO_COUNT],
+                            int observed, struct rail_tuner_choice *out);
 
 /* Names as NCCL_ALGO/NCCL_PROTO and nccl-tests spell them, lower case
  * ("allreduce", "nvls_tree", "ll128"); "?" for a bad id. */

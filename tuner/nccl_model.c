@@ -1,23 +1,29 @@
-/* NCCL's cost model (nccl_model.h). Constants and formulas are those of
- * NVIDIA/nccl v2.30.7: src/graph/tuning.cc (ncclTunerConstantsDefaults,
+/* NCCL's cost model (nccl_model.h), per release. Constants and formulas are
+ * those of NVIDIA/nccl src/graph/tuning.cc (the tuner constants,
  * nvlsEfficiency, treeCorrectionFactor, ncclTopoTuneModel,
- * ncclTopoGetAlgoTime) and src/enqueue.cc (updateCollCostTable). Written
- * from the published formulas, not copied; where NCCL indexes by path type
- * or CPU, the view carries the answer. */
+ * ncclTopoGetAlgoTime) and src/enqueue.cc (updateCollCostTable) at
+ * v2.23.4-1, v2.28.9-1 and v2.30.7-1; written from the published formulas,
+ * not copied. Where NCCL indexes by path type or CPU, the view carries the
+ * answer. tests/unit/tuner/golden/nccl/gen.sh runs each release's own
+ * tuning.cc and unit.tuner_golden holds this file to what it wrote. */
 #include "tuner/nccl_model.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 enum { HW_NVLINK, HW_PCI, HW_NET, HW_COUNT };
 
-/* baseLatencies, us (LL, LL128, Simple). */
+/* baseLatencies, us (LL, LL128, Simple); the same from 2.23 to 2.30 (2.23
+ * sets PAT's 8 us in its formula, 2.28 on in the table). */
 static const double base_lat[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT] = {
     [RAIL_ALGO_TREE] = {6.8, 14.0, 8.4},
     [RAIL_ALGO_RING] = {6.6, 14.0, 8.4},
     [RAIL_ALGO_PAT] = {8.0, 8.0, 8.0},
 };
 
-/* hwLatencies per hop, us, by link kind. */
+/* hwLatencies per hop, us, by link kind, as 2.28 and 2.30 have them; 2.23
+ * differs only in NVLSTree's network hop (struct release). */
 static const double hw_lat[HW_COUNT][RAIL_ALGO_COUNT][RAIL_PROTO_COUNT] = {
     [HW_NVLINK] = {[RAIL_ALGO_TREE] = {0.6, 1.25, 4.0},
                    [RAIL_ALGO_RING] = {0.6, 1.9, 3.4},
@@ -42,17 +48,23 @@ static const double hw_lat[HW_COUNT][RAIL_ALGO_COUNT][RAIL_PROTO_COUNT] = {
 
 /* [cc class or CPU row][1 node, 2 nodes, more]: GB/s. llMaxBws uses its
  * first index for the GPU on one node and for the CPU (0 Intel, 1 AMD)
- * across nodes. */
+ * across nodes. 2.23 has no Blackwell row (a Blackwell GPU takes Hopper's). */
 static const double ll_max_bw[4][3] = {
     {39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+/* Ring LL128's per-channel cap: Blackwell's row is 2.30's; 2.28 has
+ * {2 x 36.7, 34.6, 2 x 36.7}. */
 static const double per_ch_ring_ll128[4][3] = {
     {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {40.0, 40.0, 40.0}};
+static const double per_ch_ring_ll128_blackwell_2_28[3] = {73.4, 34.6, 73.4};
 static const double per_ch_tree_ll128[4][3] = {
     {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
 static const double per_ch_tree[4][3] = {
     {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+/* NVLSTree's per-channel cap (2.28 on): Blackwell beyond two nodes is 80
+ * in 2.30, 43.8 in 2.28. */
 static const double per_ch_nvls_tree[4][3] = {
     {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0}};
+#define NVLS_TREE_BLACKWELL_BEYOND_TWO_2_28 43.8
 static const double nvls_efficiency[4] = {0.0, 0.0, 0.85, 0.74};
 
 /* Tree AllReduce's measured correction by size: powers of two from 64 B
@@ -64,6 +76,70 @@ static const double tree_correction[RAIL_PROTO_COUNT][24] = {
      .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
      .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+
+/* What changes between the releases modelled, each read from that
+ * release's tuning.cc (docs/tuning.md, "NCCL's model per release"). */
+struct release {
+  const char *name;         /* "2.30.7" */
+  int code;                 /* NCCL_VERSION_CODE: 23007 */
+  int max_cc;               /* the newest compute-capability row it has */
+  double nvls_tree_net_hop; /* hwLatencies[NET][NVLSTree][Simple] */
+  double pat_factor;        /* PAT's share of the ring's bus bandwidth */
+  int nvls_2_23; /* NVLS/NVLSTree as 2.23: min(bwIntra, bwInter) (bwInter/2 for NVLSTree beyond
+                   * two nodes), algorithm bandwidth 5/6 of the bus, no efficiency nor caps */
+  int collnet_ag_rs_2_23; /* CollNetDirect AllGather/ReduceScatter: ppn x bwIntra x an
+                           * interpolation from 0.95 (1 GPU) to 0.85 (8); 2.28 on: ppn x
+                           * min(bwIntra, 0.9 bwInter), NVLS too gated on the heads */
+  int ring_ll128_2_28;    /* Blackwell's ring LL128 and NVLSTree caps are 2.28's */
+  int nvls_tree_factor;   /* NVLSTree AllReduce takes Tree's per-size factors on Blackwell */
+  int chain_support;      /* CollNetChain needs the CollNet chain support (2.30) */
+};
+
+static const struct release releases[RAIL_NCCL_RELEASE_COUNT] = {
+    [RAIL_NCCL_2_30] = {"2.30.7", 23007, RAIL_NCCL_CC_BLACKWELL, 20.9, 0.75, 0, 0, 0, 1, 1},
+    [RAIL_NCCL_2_28] = {"2.28.9", 22809, RAIL_NCCL_CC_BLACKWELL, 20.9, 0.75, 0, 0, 1, 0, 0},
+    [RAIL_NCCL_2_23] = {"2.23.4", 22304, RAIL_NCCL_CC_HOPPER, 14.0, 0.85, 1, 1, 0, 0, 0},
+};
+
+static const struct release *rel_of(const struct rail_nccl_view *v) {
+  return v->release >= 0 && v->release < RAIL_NCCL_RELEASE_COUNT ? &releases[v->release]
+                                                                 : &releases[RAIL_NCCL_NEWEST];
+}
+
+/* The compute-capability row the release indexes its tables with. */
+static int cc_row(const struct rail_nccl_view *v) {
+  int max = rel_of(v)->max_cc;
+  return v->cc > max ? max : v->cc;
+}
+
+const char *rail_nccl_release_name(int release) {
+  return release >= 0 && release < RAIL_NCCL_RELEASE_COUNT ? releases[release].name : "?";
+}
+
+int rail_nccl_release_code(int release) {
+  return release >= 0 && release < RAIL_NCCL_RELEASE_COUNT ? releases[release].code : 0;
+}
+
+int rail_nccl_release_for_code(int code) {
+  int best = RAIL_NCCL_OLDEST;
+  /* The newest modelled release not newer than the one running, by major
+   * and minor (a patch release keeps its minor's constants). */
+  for (int r = 0; r < RAIL_NCCL_RELEASE_COUNT; r++)
+    if (releases[r].code / 100 <= code / 100 && releases[r].code > releases[best].code) best = r;
+  return code <= 0 ? RAIL_NCCL_NEWEST : best;
+}
+
+int rail_nccl_release_parse(const char *s) {
+  int major = 0, minor = 0, patch = 0;
+  size_t n = strlen(s);
+
+  for (int r = 0; r < RAIL_NCCL_RELEASE_COUNT; r++)
+    if (strncmp(s, releases[r].name, n) == 0 &&
+        (releases[r].name[n] == '\0' || releases[r].name[n] == '.'))
+      return r;
+  if (sscanf(s, "%d.%d.%d", &major, &minor, &patch) < 2 || major != 2) return -1;
+  return rail_nccl_release_for_code(major * 10000 + minor * 100 + patch);
+}
 
 /* Work items batched per kernel launch (NCCL_MAX_DEV_WORK_BATCH_COLLS:
  * 1024 bytes of 128-byte ncclDevWorkColl). */
@@ -88,6 +164,8 @@ static int scale_index(const struct rail_nccl_view *v) { return v->nodes <= 2 ? 
 static const struct rail_nccl_graph *graph_of(const struct rail_nccl_view *v, int algo) {
   switch (algo) {
   case RAIL_ALGO_TREE:
+  case RAIL_ALGO_PAT:
+    /* init.cc hands PAT the tree graph (2.23 to 2.30). */
     return &v->tree;
   case RAIL_ALGO_NVLS:
   case RAIL_ALGO_NVLS_TREE:
@@ -97,7 +175,6 @@ static const struct rail_nccl_graph *graph_of(const struct rail_nccl_view *v, in
   case RAIL_ALGO_COLLNET_CHAIN:
     return &v->collnet_chain;
   default:
-    /* PAT runs on the ring's channels. */
     return &v->ring;
   }
 }
@@ -130,52 +207,66 @@ static int modelled(const struct rail_nccl_view *v, int coll, int algo, int prot
 static double nvls_channel_bw(const struct rail_nccl_view *v, int coll, int algo) {
   const struct rail_nccl_graph *g = &v->nvls;
   double ppn = (double)v->ranks / v->nodes;
-  double intra = g->bw_intra * nvls_efficiency[v->cc] * (g->nch - 1) / g->nch;
+  double intra = g->bw_intra * nvls_efficiency[cc_row(v)] * (g->nch - 1) / g->nch;
   double inter = g->bw_inter * (v->nodes <= 2 && algo == RAIL_ALGO_NVLS_TREE ? 2 : 1);
   double bw;
 
   /* AllReduce pipelines two operations. */
   intra *= coll == RAIL_COLL_ALLREDUCE ? 2.0 : (ppn - 1) / ppn;
   bw = fmin(intra, inter);
-  if (algo == RAIL_ALGO_NVLS_TREE) bw = fmin(bw, per_ch_nvls_tree[v->cc][scale_index(v)]);
+  if (algo == RAIL_ALGO_NVLS_TREE) {
+    double cap = per_ch_nvls_tree[cc_row(v)][scale_index(v)];
+    if (rel_of(v)->ring_ll128_2_28 && cc_row(v) == RAIL_NCCL_CC_BLACKWELL && v->nodes > 2)
+      cap = NVLS_TREE_BLACKWELL_BEYOND_TWO_2_28;
+    bw = fmin(bw, cap);
+  }
   return bw;
 }
 
 /* NCCL's refinements of the bus bandwidth, algorithm by algorithm. */
 static double refine(const struct rail_nccl_view *v, int coll, int algo, int proto, double bus) {
   const struct rail_nccl_graph *g = graph_of(v, algo);
-  int si = scale_index(v), ll_row = v->nodes == 1 ? v->cc : (v->cpu_amd ? 1 : 0);
+  const struct release *r = rel_of(v);
+  int cc = cc_row(v), si = scale_index(v), ll_row = v->nodes == 1 ? cc : (v->cpu_amd ? 1 : 0);
   double ll_max = ll_max_bw[ll_row][si], ppn = (double)v->ranks / v->nodes;
+  double ring_ll128 = per_ch_ring_ll128[cc][si];
 
+  if (r->ring_ll128_2_28 && cc == RAIL_NCCL_CC_BLACKWELL)
+    ring_ll128 = per_ch_ring_ll128_blackwell_2_28[si];
   if (algo == RAIL_ALGO_RING && proto == RAIL_PROTO_LL) bus = fmin(ll_max, bus * 0.5);
   if (algo == RAIL_ALGO_RING && proto == RAIL_PROTO_LL128)
-    bus = fmin(bus * 0.92, g->nch * per_ch_ring_ll128[v->cc][si]);
+    bus = fmin(bus * 0.92, g->nch * ring_ll128);
   if (algo == RAIL_ALGO_TREE && coll == RAIL_COLL_ALLREDUCE)
-    bus = fmin(bus * 0.92, g->nch * per_ch_tree[v->cc][si]);
+    bus = fmin(bus * 0.92, g->nch * per_ch_tree[cc][si]);
   if (algo == RAIL_ALGO_TREE && proto == RAIL_PROTO_LL) bus = fmin(bus / 3.8, ll_max);
   if (algo == RAIL_ALGO_TREE && proto == RAIL_PROTO_LL128)
-    bus = fmin(bus * (v->nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
-               g->nch * per_ch_tree_ll128[v->cc][si]);
+    bus =
+        fmin(bus * (v->nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g->nch * per_ch_tree_ll128[cc][si]);
   if (algo == RAIL_ALGO_TREE && v->tree_pattern_tree) bus *= 0.85;
-  if (algo == RAIL_ALGO_PAT) bus *= 0.75;
+  if (algo == RAIL_ALGO_PAT) bus *= r->pat_factor;
   if ((algo == RAIL_ALGO_COLLNET_DIRECT || algo == RAIL_ALGO_COLLNET_CHAIN) &&
       proto != RAIL_PROTO_SIMPLE)
     bus = 0;
   if (algo == RAIL_ALGO_COLLNET_DIRECT && proto == RAIL_PROTO_SIMPLE) {
-    if (ag_rs(coll)) {
+    if (ag_rs(coll) && r->collnet_ag_rs_2_23) {
+      /* 2.23: measured at 1 and 8 GPUs a node, interpolated between. */
+      double w = (ppn - 1) / 7;
+      bus = ppn * g->bw_intra * (w * 0.85 + (1 - w) * 0.95);
+      if (v->nodes > 1 && !v->collnet_ag_rs_ok) bus = 0;
+    } else if (ag_rs(coll)) {
       bus = ppn * fmin(g->bw_intra, g->bw_inter * 0.9);
     } else {
       /* Direct wants a NIC for every GPU: the GPU/NIC ratio divides. */
       double f = ppn / g->nch;
       f -= (f - 1) / 2;
       bus /= f;
-      if (v->cc >= RAIL_NCCL_CC_HOPPER) bus *= 0.85;
+      if (cc >= RAIL_NCCL_CC_HOPPER) bus *= 0.85;
     }
   }
   /* Multi-node NVLS and CollNetDirect AllGather/ReduceScatter need the
    * CollNet plugin's iallgather/ireducescatter and a head per GPU. */
   if ((algo == RAIL_ALGO_NVLS || algo == RAIL_ALGO_COLLNET_DIRECT) && ag_rs(coll) && v->nodes > 1 &&
-      !v->collnet_ag_rs_ok)
+      !v->collnet_ag_rs_ok && !r->collnet_ag_rs_2_23)
     bus = 0;
   return bus;
 }
@@ -191,7 +282,12 @@ double rail_nccl_bandwidth(const struct rail_nccl_view *v, int coll, int algo, i
   g = graph_of(v, algo);
   if (g->nch < 1) return 0;
   bw = v->nodes <= 2 || collnet ? g->bw_intra : g->bw_inter;
-  if (algo == RAIL_ALGO_NVLS || algo == RAIL_ALGO_NVLS_TREE) {
+  if ((algo == RAIL_ALGO_NVLS || algo == RAIL_ALGO_NVLS_TREE) && rel_of(v)->nvls_2_23) {
+    /* 2.23: the graph's slower side, NVLSTree's network halved beyond two
+     * nodes; no NVLS efficiency, no per-channel cap. */
+    bw = algo == RAIL_ALGO_NVLS ? fmin(g->bw_intra, g->bw_inter)
+                                : fmin(g->bw_intra, v->nodes <= 2 ? g->bw_inter : g->bw_inter / 2);
+  } else if (algo == RAIL_ALGO_NVLS || algo == RAIL_ALGO_NVLS_TREE) {
     if (g->nch < 2) return 0;
     bw = nvls_channel_bw(v, coll, algo);
   }
@@ -199,8 +295,11 @@ double rail_nccl_bandwidth(const struct rail_nccl_view *v, int coll, int algo, i
   /* Bus to algorithm bandwidth; non-ring AllGather/ReduceScatter are not
    * converted. */
   if (!(algo != RAIL_ALGO_RING && ag_rs(coll))) {
-    if (algo == RAIL_ALGO_RING || algo == RAIL_ALGO_NVLS || algo == RAIL_ALGO_NVLS_TREE)
+    if (algo == RAIL_ALGO_RING ||
+        (!rel_of(v)->nvls_2_23 && (algo == RAIL_ALGO_NVLS || algo == RAIL_ALGO_NVLS_TREE)))
       bus *= (double)v->ranks / nsteps_of(coll, v->ranks);
+    else if (algo == RAIL_ALGO_NVLS || algo == RAIL_ALGO_NVLS_TREE)
+      bus *= 5.0 / 6.0;
     else
       bus *= 0.5;
   }
@@ -241,6 +340,8 @@ double rail_nccl_latency(const struct rail_nccl_view *v, int coll, int algo, int
   intra = hw_lat[intra_hw][algo][proto];
   /* With one GPU a node every hop is exposed: Tree's network latency. */
   inter = hw_lat[HW_NET][ppn == 1 ? RAIL_ALGO_TREE : algo][proto] + v->latency_inter_us;
+  if (algo == RAIL_ALGO_NVLS_TREE && ppn != 1 && proto == RAIL_PROTO_SIMPLE)
+    inter += rel_of(v)->nvls_tree_net_hop - hw_lat[HW_NET][algo][proto];
   if (proto == RAIL_PROTO_SIMPLE) inter += v->latency_inter_us; /* the flush */
   switch (algo) {
   case RAIL_ALGO_RING:
@@ -293,7 +394,8 @@ double rail_nccl_size_factor(const struct rail_nccl_view *v, int coll, int algo,
     return 1.0;
   if (algo == RAIL_ALGO_TREE && log_size < 23) return tree_correction[proto][log_size];
   /* NVLSTree on Blackwell x86 hosts takes the same factors. */
-  if (algo == RAIL_ALGO_NVLS_TREE && log_size < 24 && v->cc == RAIL_NCCL_CC_BLACKWELL)
+  if (algo == RAIL_ALGO_NVLS_TREE && log_size < 24 && cc_row(v) == RAIL_NCCL_CC_BLACKWELL &&
+      rel_of(v)->nvls_tree_factor)
     return tree_correction[proto][log_size];
   return 1.0;
 }
@@ -304,6 +406,8 @@ static int enabled(const struct rail_nccl_view *v, int coll, int algo, int proto
   int ppn = v->ranks / v->nodes;
 
   if (proto == RAIL_PROTO_LL128 && !v->ll128) return 0;
+  /* 2.23 enables LL128 on sm 70, 80 and 90 only: a newer GPU has none. */
+  if (proto == RAIL_PROTO_LL128 && v->cc > rel_of(v)->max_cc) return 0;
   switch (algo) {
   case RAIL_ALGO_NVLS_TREE:
   case RAIL_ALGO_NVLS:
@@ -313,7 +417,7 @@ static int enabled(const struct rail_nccl_view *v, int coll, int algo, int proto
   case RAIL_ALGO_COLLNET_DIRECT:
     return v->collnet && v->collnet_direct_ok && ppn <= 8;
   case RAIL_ALGO_COLLNET_CHAIN:
-    return v->collnet && v->collnet_chain_ok && ppn <= 8;
+    return v->collnet && (v->collnet_chain_ok || !rel_of(v)->chain_support) && ppn <= 8;
   default:
     return 1;
   }

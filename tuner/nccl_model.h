@@ -1,7 +1,10 @@
-/* NCCL's own cost model, as NVIDIA/nccl src/graph/tuning.cc (v2.30.7,
- * ncclTopoTuneModel and ncclTopoGetAlgoTime) and src/enqueue.cc
- * (updateCollCostTable) compute it: the time NCCL puts in the cost table it
- * hands a tuner, from what its topology search found (the "view" below).
+/* NCCL's own cost model, as NVIDIA/nccl src/graph/tuning.cc
+ * (ncclTopoTuneModel and ncclTopoGetAlgoTime) and src/enqueue.cc
+ * (updateCollCostTable) compute it in each release modelled (2.23.4,
+ * 2.28.9, 2.30.7): the time NCCL puts in the cost table it hands a tuner,
+ * from what its topology search found (the "view" below). The goldens of
+ * tests/unit/tuner/golden/nccl (gen.sh runs each release's own tuning.cc)
+ * hold it to NCCL's code.
  *
  * The tuner uses it three ways: to take NCCL's latency off a table entry and
  * keep NCCL's bandwidth term (tuner/model.c), to read the ring and tree
@@ -24,6 +27,30 @@ enum rail_nccl_cc {
   RAIL_NCCL_CC_BLACKWELL = 3,
 };
 
+/* The releases whose model this is, newest first: a view's release 0 is the
+ * newest. A release between two modelled ones takes the older's model
+ * (rail_nccl_release_for_code); docs/tuning.md says what differs. */
+enum rail_nccl_release {
+  RAIL_NCCL_2_30 = 0,
+  RAIL_NCCL_2_28 = 1,
+  RAIL_NCCL_2_23 = 2,
+  RAIL_NCCL_RELEASE_COUNT = 3,
+};
+#define RAIL_NCCL_NEWEST RAIL_NCCL_2_30
+#define RAIL_NCCL_OLDEST RAIL_NCCL_2_23
+
+/* "2.30.7"; "?" for a bad id. */
+const char *rail_nccl_release_name(int release);
+/* NCCL_VERSION_CODE of the modelled release (23007), 0 for a bad id. */
+int rail_nccl_release_code(int release);
+/* The model for a running NCCL of version code (2.29.1: 22901): the newest
+ * modelled release whose major.minor is not newer (before 2.23, 2.23's; 0
+ * or less: the newest). */
+int rail_nccl_release_for_code(int code);
+/* "2.28", "2.28.9" or any "2.X[.Y]" to the model that release runs; -1 if
+ * not a 2.x version. */
+int rail_nccl_release_parse(const char *s);
+
 /* One of NCCL's graphs: channels and GB/s per channel inside the node and
  * across nodes (a ring's two are equal). nch 0: no such graph. */
 struct rail_nccl_graph {
@@ -36,6 +63,7 @@ struct rail_nccl_graph {
  * cpu_amd is agreed across ranks by NCCL (minimum bandwidths and channel
  * counts, maximum path types); cpu_amd is agreed as "mixed". */
 struct rail_nccl_view {
+  int release; /* enum rail_nccl_release: whose constants and formulas */
   int nodes, ranks;
   int intra_nvlink;        /* the graphs' intra path is NVLink: NCCL's NVLink hop costs */
   int cpu_amd;             /* AMD or mixed x86 hosts: 2 us net overhead, AMD LL ceilings */

@@ -25,6 +25,7 @@ struct machine {
   int nodes, gpus, rails, sm, nvlinks, nvls, sharp, fabric, cpu_amd;
   double gbps, netlat;
   unsigned algos; /* the algorithms a "winner" was chosen among (bit per id); 0: all */
+  int release;    /* enum rail_nccl_release NCCL ran there ("nccl=2.23"); 0: the newest */
 };
 
 /* nodes x gpus on NVLink (NVSwitch with NVLS where nvls), rails x gbps. */
@@ -47,6 +48,8 @@ static struct rail_tuner_shape machine_shape(const struct machine *m) {
   /* The latency the net plugin reported, as the plugin reads it from NCCL's
    * AllReduce table (NVLSTree, an AllReduce, is where the model uses it). */
   s.nccl_latency_us = m->netlat;
+  s.cpu_amd = m->cpu_amd;
+  s.nccl_release = m->release;
   return s;
 }
 
@@ -76,6 +79,8 @@ static int parse_extras(const char *rest, struct machine *m) {
       m->netlat = atof(word + 7);
     else if (strncmp(word, "among=", 6) == 0) {
       if (parse_among(word + 6, m) != 0) return -1;
+    } else if (strncmp(word, "nccl=", 5) == 0) {
+      if ((m->release = rail_nccl_release_parse(word + 5)) < 0) return -1;
     } else if (strcmp(word, "cpu=amd") == 0)
       m->cpu_amd = 1;
     else if (strcmp(word, "cpu=intel") == 0)
@@ -112,23 +117,8 @@ static int parse_fabric(const char *word, struct machine *m) {
 static void nccl_pick(const struct rail_tuner_shape *s, const struct machine *m, int coll,
                       size_t bytes, const float (*offered)[RAIL_PROTO_COUNT], int *algo,
                       int *proto) {
-  struct rail_nccl_view v;
-  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
-  float best = -1;
-
-  rail_tuner_nccl_view(s, m->netlat, &v);
-  v.cpu_amd = m->cpu_amd;
-  rail_nccl_table(&v, coll, bytes, 1, t);
-  *algo = *proto = -1;
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
-      if (offered != NULL && !(offered[a][p] >= 0)) continue;
-      if (t[a][p] >= 0 && (best < 0 || t[a][p] < best)) {
-        best = t[a][p];
-        *algo = a;
-        *proto = p;
-      }
-    }
+  (void)m; /* its latency and CPU are the shape's (machine_shape) */
+  rail_tuner_nccl_choice(s, coll, bytes, 1, offered, 0, algo, proto);
 }
 
 /* The tuner's choice, as `nccl-rail plan` makes it from the shape. */
@@ -569,6 +559,7 @@ static int score_winner(const struct point *pt, const char *rest, struct rail_sc
       parse_extras(rest + used, &m) != 0)
     return -1;
   s = machine_shape(&m);
+  row->nccl_release = m.release;
   for (int a = 0; a < RAIL_ALGO_COUNT; a++)
     for (int p = 0; p < RAIL_PROTO_COUNT; p++)
       table[a][p] = m.algos == 0 || (m.algos & (1u << a)) ? 1.0f : -1.0f;

@@ -54,6 +54,8 @@ struct rail_score_row {
   char behind[RAIL_SCORE_TEXT];  /* the first such shape, "" if none */
   int busbw, busbw_within;       /* bandwidth points, and those within 15% */
   double busbw_worst;            /* the worst relative bandwidth error */
+  int nccl_release;              /* NCCL's choice is this release's model (enum rail_nccl_release;
+                                  * the set's "nccl=" word, else the newest) */
 };
 
 /* One data file as text. */

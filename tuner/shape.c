@@ -24,9 +24,10 @@ _Static_assert((int)RAIL_TUNER_FABRIC_UNKNOWN == (int)RAIL_FABRIC_UNKNOWN &&
 struct rails_seen {
   int rails;
   double total_mbps;
-  int rdma;   /* a compute NIC has an RDMA device */
-  int fabric; /* the first fabric a compute NIC names */
-  int ib;     /* a compute NIC is InfiniBand (class 0x0207) */
+  int rdma;    /* a compute NIC has an RDMA device */
+  int fabric;  /* the first fabric a compute NIC names */
+  int ib;      /* a compute NIC is InfiniBand (class 0x0207) */
+  int nospeed; /* compute NICs that report no speed */
 };
 
 static int nic_is_compute_up(const struct rail_topo_nic *n) {
@@ -46,6 +47,7 @@ static void count_rails(const struct rail_topo *topo, struct rails_seen *r) {
       compute = 1;
       /* A NIC that reports no speed counts as NCCL counts it. */
       mbps += n->speed_mbps > 0 ? n->speed_mbps : RAIL_TUNER_SOCKET_GBPS * 1000;
+      r->nospeed += n->speed_mbps <= 0;
       if (n->rdma_dev[0] != '\0') r->rdma = 1;
       if (n->flags & RAIL_NIC_IB) r->ib = 1;
       if (r->fabric == RAIL_TUNER_FABRIC_UNKNOWN) r->fabric = n->fabric;
@@ -238,6 +240,13 @@ static int host_staged(size_t nnodes, const float (*t)[RAIL_PROTO_COUNT]) {
 int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t nbytes, int pipe_ops,
                                 const float (*t)[RAIL_PROTO_COUNT], int fabric,
                                 struct rail_tuner_shape *out) {
+  return rail_tuner_shape_from_release_table(nranks, nnodes, coll, nbytes, pipe_ops, t, fabric, 0,
+                                             out);
+}
+
+int rail_tuner_shape_from_release_table(size_t nranks, size_t nnodes, int coll, size_t nbytes,
+                                        int pipe_ops, const float (*t)[RAIL_PROTO_COUNT],
+                                        int fabric, int release, struct rail_tuner_shape *out) {
   struct rail_tuner_shape s;
   struct rail_nccl_view v;
   int ll128;
@@ -249,6 +258,9 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
   s.nodes = (int)nnodes;
   s.ranks = (int)nranks;
   s.gpus_per_node = (int)(nranks / nnodes);
+  /* The table is this release's: its latencies are taken off with its own
+   * constants. */
+  s.nccl_release = release;
   /* Undeclared, a host-staged network is taken for sockets. */
   if (fabric == RAIL_TUNER_FABRIC_UNKNOWN && host_staged(nnodes, t)) fabric = RAIL_TUNER_FABRIC_TCP;
   s.fabric = fabric;
@@ -281,6 +293,52 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
   if (rail_tuner_shape_check(&s) != 0) return -EINVAL;
   *out = s;
   return 0;
+}
+
+/* ---- assumptions --------------------------------------------------------- */
+
+static size_t add_line(char *buf, size_t len, size_t at, const char *line) {
+  int n = at < len ? snprintf(buf + at, len - at, "assumed: %s\n", line) : 0;
+  return n > 0 ? at + (size_t)n : at;
+}
+
+const char *rail_tuner_shape_assumed(const struct rail_topo *topo, const struct rail_tuner_shape *s,
+                                     unsigned given, char *buf, size_t len) {
+  struct rails_seen r;
+  char line[320];
+  size_t at = 0;
+
+  if (len == 0) return buf;
+  buf[0] = '\0';
+  count_rails(topo, &r);
+  if (s->nodes > 1 && !(given & RAIL_TUNER_GIVEN_GBPS) && (r.nospeed > 0 || r.rails == 0)) {
+    /* NCCL's socket transport says 10 Gbit/s where it reads no speed; its
+     * IB transport reads the port's rate, which the model has not here. */
+    snprintf(line, sizeof(line),
+             "%g Gbit/s a rail: %s report%s no speed (a <net> without one, or out of range); "
+             "give --nic-gbps",
+             s->rail_gbps, r.rails == 0 ? "no NIC was found, and sockets" : "NICs of this machine",
+             r.rails == 0 ? "" : "");
+    at = add_line(buf, len, at, line);
+  }
+  if (given & RAIL_TUNER_BOARD_IMPLIED) {
+    snprintf(line, sizeof(line),
+             "NVLink and NVSwitch: sm %d GPUs are sold only on NVSwitch boards (--pcie to plan "
+             "otherwise)",
+             s->sm);
+    at = add_line(buf, len, at, line);
+  }
+  if (s->nodes > 1 || s->gpus_per_node > 1) {
+    snprintf(line, sizeof(line),
+             "NCCL alone is NCCL %s's model on 16 channels a graph, %s for Broadcast/Reduce, %s "
+             "hosts (--cpu), the net plugin reporting %.0f us",
+             rail_nccl_release_name(s->nccl_release),
+             s->nodes > 1 && s->rails > 1 ? "ring channels that differ (multi-NIC search)"
+                                          : "the ring's same channels",
+             s->cpu_amd ? "AMD" : "Intel", s->nccl_latency_us);
+    at = add_line(buf, len, at, line);
+  }
+  return buf;
 }
 
 /* ---- words -------------------------------------------------------------- */

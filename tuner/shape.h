@@ -58,6 +58,25 @@ int rail_tuner_shape_from_table(size_t nranks, size_t nnodes, int coll, size_t n
                                 const float (*table)[RAIL_PROTO_COUNT], int fabric,
                                 struct rail_tuner_shape *out);
 
+/* What the caller was told rather than what the shape assumed. */
+#define RAIL_TUNER_GIVEN_GBPS 1u    /* the rails' speed */
+#define RAIL_TUNER_BOARD_IMPLIED 2u /* NVLink taken from the GPU's board, not given */
+
+/* The assumptions behind a plan of this shape, one "assumed: ..." line
+ * each, into buf ("" if none): NICs without a speed planned at
+ * RAIL_TUNER_SOCKET_GBPS; NVLink taken from a GPU sold only on NVSwitch
+ * boards; and what "NCCL alone" takes that NCCL's search would find
+ * (channels, same channels, host CPU). Returns buf. */
+const char *rail_tuner_shape_assumed(const struct rail_topo *topo, const struct rail_tuner_shape *s,
+                                     unsigned given, char *buf, size_t len);
+
+/* The same from a table NCCL release built (enum rail_nccl_release): the
+ * shape carries it, and its latencies are taken off with that release's
+ * constants. rail_tuner_shape_from_table is this with the newest. */
+int rail_tuner_shape_from_release_table(size_t nranks, size_t nnodes, int coll, size_t nbytes,
+                                        int pipe_ops, const float (*table)[RAIL_PROTO_COUNT],
+                                        int fabric, int release, struct rail_tuner_shape *out);
+
 /* "2 nodes x 8 GPUs (16 ranks), NVLink (sm 90) + NVSwitch, 8 rails x 400
  * Gbit/s ib, +0.0 us per net hop" (no network part on one node; a
  * table-built shape names NCCL's bandwidths instead of rails); returns buf. */

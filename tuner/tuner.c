@@ -11,6 +11,8 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "tuner/evidence.h"
+#include "tuner/nccl_model.h"
 #include "tuner/rules.h"
 
 /* One bucket per power of two of the size, for logging choices only when
@@ -20,7 +22,8 @@
 struct rail_tuner_ctx {
   size_t nranks, nnodes;
   int active;
-  int fabric; /* what decisions take the network to be */
+  int fabric;       /* what decisions take the network to be */
+  int nccl_release; /* whose model NCCL's table is (tuner/nccl_model.h) */
   int have_local;
   struct rail_tuner_shape local;        /* this node, to explain only */
   const struct rail_tuner_rules *rules; /* process-wide, never freed; NULL if none */
@@ -43,6 +46,7 @@ void rail_tuner_env_read(struct rail_tuner_env *env) {
   env->transport = rail_param_str(RAIL_PARAM_TRANSPORT);
   env->topo = rail_topo_get();
   env->nvlink_spans_nodes = 0; /* the ABI shell judges it from NCCL's counts */
+  env->nccl_release = 0;       /* the ABI shell knows which NCCL loaded us */
 }
 
 /* ---- site rules, loaded once per file per process ----------------------- */
@@ -183,6 +187,7 @@ int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env 
   if (ctx == NULL) return -ENOMEM;
   *out = ctx;
   ctx->nranks = nranks;
+  ctx->nccl_release = env->nccl_release;
   ctx->nnodes = nnodes;
   if (stays_out(nranks, env)) return 0;
   if (nnodes < 1 || nranks < nnodes) {
@@ -271,15 +276,19 @@ static int model_pick(const struct rail_tuner_ctx *ctx, int coll, size_t nbytes,
   struct rail_tuner_shape s;
   struct rail_tuner_choice c;
   const float(*t)[RAIL_PROTO_COUNT] = (const float(*)[RAIL_PROTO_COUNT])cost;
+  char kase[64];
 
-  if (rail_tuner_shape_from_table(ctx->nranks, ctx->nnodes, coll, nbytes, pipe_ops, t, ctx->fabric,
-                                  &s) != 0 ||
-      rail_tuner_decide(&s, coll, nbytes, pipe_ops, t, 1, &c) != 0)
+  if (rail_tuner_shape_from_release_table(ctx->nranks, ctx->nnodes, coll, nbytes, pipe_ops, t,
+                                          ctx->fabric, ctx->nccl_release, &s) != 0)
     return -1;
+  if (rail_tuner_decide(&s, coll, nbytes, pipe_ops, t, 1, &c) != 0) return -1;
   *algo = c.algo;
   *proto = c.proto;
-  snprintf(why, wlen, "model, %s, %.1f us; NCCL's table: ring %.0f GB/s",
-           rail_tuner_reason_name(c.reason), c.cost.time_us, s.nccl_ring_gbs);
+  /* Which case: NCCL's own, NCCL's kept for want of evidence, or the
+   * correction that lets the model differ (tuner/evidence.h). */
+  snprintf(why, wlen, "%s, %s, %.1f us (NCCL %s's model); NCCL's table: ring %.0f GB/s",
+           rail_tuner_case_str(&c, kase, sizeof(kase)), rail_tuner_reason_name(c.reason),
+           c.cost.time_us, rail_nccl_release_name(ctx->nccl_release), s.nccl_ring_gbs);
   return 0;
 }
 
@@ -337,4 +346,8 @@ int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes
   decide(ctx, coll, nbytes, pipe_ops, full, nchannels);
   memcpy(table, full, sizeof(float) * (size_t)nalgo * RAIL_PROTO_COUNT);
   return 0;
+}
+
+int rail_tuner_nccl_release(const struct rail_tuner_ctx *ctx) {
+  return ctx != NULL ? ctx->nccl_release : 0;
 }

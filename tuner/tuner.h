@@ -35,6 +35,7 @@ struct rail_tuner_env {
   int enabled;                  /* NCCL_RAIL_TUNER */
   const char *rules_path;       /* NCCL_RAIL_TUNER_FILE, "" for none */
   int nvlink_spans_nodes;       /* an NVLink domain holds more ranks than a host (tuner_abi.c) */
+  int nccl_release; /* enum rail_nccl_release of the NCCL that loaded us (tuner_abi.c); 0: newest */
 };
 
 /* From the environment, the tunables and rail_topo_get(). */
@@ -74,6 +75,10 @@ int rail_tuner_fabric(const struct rail_tuner_ctx *ctx);
  * the collective. */
 int rail_tuner_get_coll_info(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe_ops,
                              float *table, int nalgo, int nproto, int *nchannels);
+
+/* The NCCL release whose model reads this context's tables (enum
+ * rail_nccl_release): the one that loaded the plugin. */
+int rail_tuner_nccl_release(const struct rail_tuner_ctx *ctx);
 
 void rail_tuner_destroy(struct rail_tuner_ctx *ctx);
 

@@ -18,6 +18,7 @@
 #include "tools/plan/plan_svg.h"
 #include "tools/plan/plan_validate.h"
 #include "topology/topo.h"
+#include "tuner/evidence.h"
 #include "tuner/model.h"
 #include "tuner/nccl_model.h"
 #include "tuner/rules.h"
@@ -29,55 +30,62 @@
 #define PLAN_MAX_COUNT (1 << 20)
 
 static void plan_usage(FILE *out) {
-  fprintf(out,
-          "usage: nccl-rail plan [--nodes N] [--gpus-per-node G] [--nics R] [--nic-gbps X]\n"
-          "                      [--fabric F] [--socket] [--latency-us U] [--nvlink | --pcie]\n"
-          "                      [--no-nvls] [--gpu GEN] [--nvlinks L] [--sharp]\n"
-          "                      [--collective C] [--input FILE] [--json]\n"
-          "                      [--svg FILE] [--png FILE] [--measured FILE]\n"
-          "       nccl-rail plan --validate [--misses] [--json]\n"
-          "\n"
-          "For every size from 8 B to 4 GiB: the algorithm and protocol the tuner picks,\n"
-          "why (latency-bound, bandwidth-bound, or the site rule), what NCCL alone would\n"
-          "pick, and the predicted time (us) and nccl-tests bus bandwidth (GB/s) of every\n"
-          "candidate. Options take --opt=value or --opt value.\n"
-          "\n"
-          "  --nodes N          nodes in the job (default 1)\n"
-          "  --gpus-per-node G  ranks per node (default: the GPUs of this machine)\n"
-          "  --nics R           compute rails per node; a fused NIC group is one rail\n"
-          "                     (default: detected; 0: sockets at %g Gbit/s)\n"
-          "  --nic-gbps X       line rate of one rail in Gbit/s (default: detected)\n"
-          "  --fabric F         the network: ib, roce, efa, tcp or libfabric (Slingshot);\n"
-          "                     default: detected (RDMA on ib when --nics or --nic-gbps is given)\n"
-          "  --socket           TCP sockets carry the network, whatever the fabric\n"
-          "  --latency-us U     transport latency per network hop, us (default: by fabric,\n"
-          "                     %.0f for sockets, 0 for InfiniBand-class RDMA)\n"
-          "  --nvlink, --pcie   how GPUs of a node connect; --nvlink means an NVSwitch board\n"
-          "                     with NVLink SHARP from Hopper on, unless --no-nvls\n"
-          "                     (default: detected)\n"
-          "  --gpu GEN          the GPU generation: v100, a100, a6000, l40, h100, h200, h800,\n"
-          "                     b200, or a compute capability (90, sm90); sets NVLink speed\n"
-          "  --nvlinks L        NVLink links per GPU (default: the generation's full count)\n"
-          "  --sharp            in-network reduction (IB SHARP) is there: CollNet candidates\n"
-          "  --collective C     allreduce, allgather, reducescatter, broadcast, reduce or all\n"
-          "  --input FILE       take the node's shape from an NCCL or hwloc topology XML\n"
-          "  --json             machine-readable output (docs/json.md)\n"
-          "  --svg FILE         also draw it: per collective, every candidate's busbw\n"
-          "                     against size, the tuner's pick bold, NCCL's own marked\n"
-          "  --png FILE         the same as PNG (needs rsvg-convert: librsvg2-bin)\n"
-          "  --measured FILE    nccl-tests output (one or more runs, pasted as printed)\n"
-          "                     drawn over the model, with the pick's regret per size\n"
-          "  --validate         score the tuner and NCCL's own choice on every published data\n"
-          "                     set built in (agreement with the measured best, regret);\n"
-          "                     exit 1 where the tuner is behind NCCL's choice on a set or\n"
-          "                     shape, or a regret exceeds 10%%\n"
-          "  --misses           with --validate: list the tuner's misses on stderr\n"
-          "\n"
-          "Without options it plans for this machine alone. NCCL_RAIL_TUNER_FILE rules apply\n"
-          "as in the plugin; sizes follow NCCL (total buffer for allgather/reducescatter).\n"
-          "Exit status: 0, 1 for an input file that cannot be read or a picture that cannot\n"
-          "be made, 2 for bad options.\n",
-          RAIL_TUNER_SOCKET_GBPS, RAIL_TUNER_SOCKET_LATENCY_US);
+  fprintf(
+      out,
+      "usage: nccl-rail plan [--nodes N] [--gpus-per-node G] [--nics R] [--nic-gbps X]\n"
+      "                      [--fabric F] [--socket] [--latency-us U] [--nvlink | --pcie]\n"
+      "                      [--no-nvls] [--gpu GEN] [--nvlinks L] [--sharp]\n"
+      "                      [--nccl VERSION] [--cpu intel|amd]\n"
+      "                      [--collective C] [--input FILE] [--json]\n"
+      "                      [--svg FILE] [--png FILE] [--measured FILE]\n"
+      "       nccl-rail plan --validate [--misses] [--json]\n"
+      "\n"
+      "For every size from 8 B to 4 GiB: the algorithm and protocol the tuner picks,\n"
+      "why (NCCL's own choice, NCCL's kept where no evidence covers the job, the\n"
+      "correction whose evidence lets the tuner differ, or the site rule), what NCCL\n"
+      "alone would pick, and the predicted time (us) and nccl-tests bus bandwidth (GB/s) of every\n"
+      "candidate. Options take --opt=value or --opt value.\n"
+      "\n"
+      "  --nodes N          nodes in the job (default 1)\n"
+      "  --gpus-per-node G  ranks per node (default: the GPUs of this machine)\n"
+      "  --nics R           compute rails per node; a fused NIC group is one rail\n"
+      "                     (default: detected; 0: sockets at %g Gbit/s)\n"
+      "  --nic-gbps X       line rate of one rail in Gbit/s (default: detected)\n"
+      "  --fabric F         the network: ib, roce, efa, tcp or libfabric (Slingshot);\n"
+      "                     default: detected (RDMA on ib when --nics or --nic-gbps is given)\n"
+      "  --socket           TCP sockets carry the network, whatever the fabric\n"
+      "  --latency-us U     transport latency per network hop, us (default: by fabric,\n"
+      "                     %.0f for sockets, 0 for InfiniBand-class RDMA)\n"
+      "  --nvlink, --pcie   how GPUs of a node connect; --nvlink means an NVSwitch board\n"
+      "                     with NVLink SHARP from Hopper on, unless --no-nvls\n"
+      "                     (default: detected)\n"
+      "  --gpu GEN          the GPU generation: v100, a100, a6000, l40, h100, h200, h800,\n"
+      "                     b200, or a compute capability (90, sm90); sets NVLink speed\n"
+      "  --nvlinks L        NVLink links per GPU (default: the generation's full count)\n"
+      "  --sharp            in-network reduction (IB SHARP) is there: CollNet candidates\n"
+      "  --nccl VERSION     the NCCL release whose model is \"NCCL alone\": 2.23, 2.28,\n"
+      "                     2.30 or any 2.x (its nearest modelled release; default newest)\n"
+      "  --cpu intel|amd    the hosts' CPU vendor, which NCCL's LL ceilings and network\n"
+      "                     overhead follow (default intel)\n"
+      "  --collective C     allreduce, allgather, reducescatter, broadcast, reduce or all\n"
+      "  --input FILE       take the node's shape from an NCCL or hwloc topology XML\n"
+      "  --json             machine-readable output (docs/json.md)\n"
+      "  --svg FILE         also draw it: per collective, every candidate's busbw\n"
+      "                     against size, the tuner's pick bold, NCCL's own marked\n"
+      "  --png FILE         the same as PNG (needs rsvg-convert: librsvg2-bin)\n"
+      "  --measured FILE    nccl-tests output (one or more runs, pasted as printed)\n"
+      "                     drawn over the model, with the pick's regret per size\n"
+      "  --validate         score the tuner and NCCL's own choice on every published data\n"
+      "                     set built in (agreement with the measured best, regret);\n"
+      "                     exit 1 where the tuner is behind NCCL's choice on a set or\n"
+      "                     shape, or a regret exceeds 10%%\n"
+      "  --misses           with --validate: list the tuner's misses on stderr\n"
+      "\n"
+      "Without options it plans for this machine alone. NCCL_RAIL_TUNER_FILE rules apply\n"
+      "as in the plugin; sizes follow NCCL (total buffer for allgather/reducescatter).\n"
+      "Exit status: 0, 1 for an input file that cannot be read or a picture that cannot\n"
+      "be made, 2 for bad options.\n",
+      RAIL_TUNER_SOCKET_GBPS, RAIL_TUNER_SOCKET_LATENCY_US);
 }
 
 /* ---- options ------------------------------------------------------------ */
@@ -92,7 +100,10 @@ struct plan_opts {
   int sm;      /* 0: detected */
   int nvlinks; /* 0: detected */
   int sharp;
-  int coll; /* -1: all */
+  int nccl_release; /* enum rail_nccl_release; 0: the newest */
+  int cpu_amd;
+  int board_implied; /* --gpu named a GPU sold only on NVSwitch boards */
+  int coll;          /* -1: all */
   int json;
   int validate, misses; /* --validate: the data sets, not a shape */
   const char *input;
@@ -122,6 +133,8 @@ enum {
   OPT_MEASURED,
   OPT_VALIDATE,
   OPT_MISSES,
+  OPT_NCCL,
+  OPT_CPU,
 };
 
 static const struct option plan_options[] = {
@@ -147,6 +160,8 @@ static const struct option plan_options[] = {
     {"measured", required_argument, NULL, OPT_MEASURED},
     {"validate", no_argument, NULL, OPT_VALIDATE},
     {"misses", no_argument, NULL, OPT_MISSES},
+    {"nccl", required_argument, NULL, OPT_NCCL},
+    {"cpu", required_argument, NULL, OPT_CPU},
     {NULL, 0, NULL, 0},
 };
 
@@ -183,14 +198,16 @@ static int parse_real(const char *opt, const char *s, double min, double *out) {
 
 /* A GPU generation by name or compute capability; the links an H800 keeps. */
 static int parse_gpu(const char *s, struct plan_opts *o) {
+  /* board: sold only on NVSwitch boards (HGX/DGX, NVL racks), so NVLink
+   * unless --pcie says otherwise. */
   static const struct {
     const char *name;
-    int sm, nvlinks;
-  } gpus[] = {{"p100", 60, 0},  {"v100", 70, 0},  {"a100", 80, 0},  {"a800", 80, 8},
-              {"a6000", 86, 0}, {"3090", 86, 0},  {"l40", 89, 0},   {"l20", 89, 0},
-              {"4090", 89, 0},  {"h100", 90, 0},  {"h200", 90, 0},  {"h20", 90, 0},
-              {"h800", 90, 8},  {"gh200", 90, 0}, {"b200", 100, 0}, {"b300", 103, 0},
-              {"gb200", 100, 0}};
+    int sm, nvlinks, board;
+  } gpus[] = {{"p100", 60, 0, 0},   {"v100", 70, 0, 0},  {"a100", 80, 0, 0},  {"a800", 80, 8, 0},
+              {"a6000", 86, 0, 0},  {"3090", 86, 0, 0},  {"l40", 89, 0, 0},   {"l20", 89, 0, 0},
+              {"4090", 89, 0, 0},   {"h100", 90, 0, 0},  {"h200", 90, 0, 0},  {"h20", 90, 0, 0},
+              {"h800", 90, 8, 0},   {"gh200", 90, 0, 0}, {"b200", 100, 0, 1}, {"b300", 103, 0, 1},
+              {"gb200", 100, 0, 1}, {"gb300", 103, 0, 1}};
   const char *num = strncasecmp(s, "sm", 2) == 0 ? s + 2 : s;
   int sm;
 
@@ -198,6 +215,7 @@ static int parse_gpu(const char *s, struct plan_opts *o) {
     if (strcasecmp(s, gpus[i].name) == 0) {
       o->sm = gpus[i].sm;
       if (o->nvlinks == 0) o->nvlinks = gpus[i].nvlinks;
+      o->board_implied = gpus[i].board;
       return 0;
     }
   if (parse_count("gpu", num, 30, &sm) != 0 || sm > 200)
@@ -211,6 +229,23 @@ static int parse_fabric_opt(const char *s, struct plan_opts *o) {
   if (o->fabric <= RAIL_TUNER_FABRIC_UNKNOWN)
     return bad_value("fabric", s, "expected ib, roce, efa, tcp or libfabric");
   return 0;
+}
+
+/* What "NCCL alone" is: the release's model and the hosts' CPU. */
+static int plan_option_nccl(int c, const char *v, struct plan_opts *o) {
+  switch (c) {
+  case OPT_NCCL:
+    if ((o->nccl_release = rail_nccl_release_parse(v)) < 0)
+      return bad_value("nccl", v, "expected an NCCL 2.x version: 2.23, 2.28.9, 2.30 ...");
+    return 0;
+  case OPT_CPU:
+    if (strcasecmp(v, "amd") != 0 && strcasecmp(v, "intel") != 0)
+      return bad_value("cpu", v, "expected intel or amd");
+    o->cpu_amd = strcasecmp(v, "amd") == 0;
+    return 0;
+  default:
+    return 2;
+  }
 }
 
 static int plan_option(int c, const char *v, struct plan_opts *o) {
@@ -271,7 +306,7 @@ static int plan_option(int c, const char *v, struct plan_opts *o) {
     o->misses = 1;
     return 0;
   default:
-    return 2;
+    return plan_option_nccl(c, v, o);
   }
 }
 
@@ -351,9 +386,15 @@ static int plan_shape(const struct plan_opts *o, const struct rail_topo *topo,
     /* NVLink SHARP came with Hopper's NVSwitches, as shape_from_topo says. */
     s->nvls = s->nvswitch && (s->sm == 0 || s->sm >= 90);
   }
+  if (o->intra < 0 && o->board_implied) {
+    s->intra = RAIL_TUNER_INTRA_NVLINK;
+    s->nvswitch = s->nvls = 1;
+  }
   if (o->nvls == 0) s->nvls = 0;
   if (o->nvlinks > 0) s->nvlinks = o->nvlinks;
   if (o->sharp) s->sharp = 1;
+  s->nccl_release = o->nccl_release;
+  s->cpu_amd = o->cpu_amd;
   return rail_tuner_shape_check(s);
 }
 
@@ -366,6 +407,9 @@ struct plan_row {
   int algo, proto;
   const char *reason;
   char rule[RAIL_TUNER_RULES_PATH + 16];
+  char why[64];   /* the case: NCCL's choice, kept for no evidence, a correction, a rule */
+  int correction; /* rail_tuner_corrections index, -1 for none */
+  int nccl_kept;
   struct rail_tuner_cost chosen;
   int nccl_algo, nccl_proto; /* NCCL's own pick from its model; -1 if none */
   int ncand;
@@ -377,20 +421,7 @@ struct plan_row {
  * model builds (tuner/nccl_model.h). */
 static void nccl_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
                       struct plan_row *row) {
-  struct rail_nccl_view v;
-  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
-  float best = -1;
-
-  rail_tuner_nccl_view(s, 0.0, &v);
-  rail_nccl_table(&v, coll, bytes, 1, t);
-  row->nccl_algo = row->nccl_proto = -1;
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      if (t[a][p] >= 0 && (best < 0 || t[a][p] < best)) {
-        best = t[a][p];
-        row->nccl_algo = a;
-        row->nccl_proto = p;
-      }
+  rail_tuner_nccl_choice(s, coll, bytes, 1, NULL, 0, &row->nccl_algo, &row->nccl_proto);
 }
 
 /* One size: every candidate's cost, then the choice the plugin would make
@@ -413,6 +444,9 @@ static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
   row->proto = c.proto;
   row->chosen = c.cost;
   row->reason = rail_tuner_reason_name(c.reason);
+  row->correction = c.correction;
+  row->nccl_kept = c.nccl_kept;
+  rail_tuner_case_str(&c, row->why, sizeof(row->why));
   rule = rail_tuner_rules_match(rules, coll, bytes, s->nodes, s->ranks);
   if (rule != NULL && rail_tuner_supported(s, coll, rule->algo, rule->proto)) {
     row->algo = rule->algo;
@@ -420,6 +454,9 @@ static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
     rail_tuner_cost(s, coll, rule->algo, rule->proto, bytes, 1, &row->chosen);
     snprintf(row->rule, sizeof(row->rule), "rule %s:%d", rules->path, rule->line);
     row->reason = row->rule;
+    snprintf(row->why, sizeof(row->why), "rule, line %d", rule->line);
+    row->correction = -1;
+    row->nccl_kept = 0;
   }
   nccl_pick(s, coll, bytes, row);
   return 0;
@@ -475,7 +512,7 @@ static const char *num_str(double v, char *buf, size_t len) {
 
 static void print_text_header(const struct plan_row *row) {
   char cell[64];
-  printf("%9s  %-18s %-16s %-18s", "size", "choice", "reason", "nccl alone");
+  printf("%9s  %-18s %-22s %-18s", "size", "choice", "reason", "nccl alone");
   for (int k = 0; k < row->ncand; k++)
     printf(" %17s", pair_str(row->cand_algo[k], row->cand_proto[k], cell, sizeof(cell)));
   printf("\n");
@@ -484,8 +521,8 @@ static void print_text_header(const struct plan_row *row) {
 static void print_text_row(const struct plan_row *row) {
   char sz[32], cell[64], nccl[64], t[24], b[24];
 
-  printf("%9s  %-18s %-16s %-18s", size_str(row->bytes, sz, sizeof(sz)),
-         pair_str(row->algo, row->proto, cell, sizeof(cell)), row->reason,
+  printf("%9s  %-18s %-22s %-18s", size_str(row->bytes, sz, sizeof(sz)),
+         pair_str(row->algo, row->proto, cell, sizeof(cell)), row->why,
          pair_str(row->nccl_algo, row->nccl_proto, nccl, sizeof(nccl)));
   for (int k = 0; k < row->ncand; k++) {
     int chosen = row->cand_algo[k] == row->algo && row->cand_proto[k] == row->proto;
@@ -506,9 +543,20 @@ static void print_text_coll(const struct rail_tuner_shape *s, int coll,
     printf("  no candidate for this shape: NCCL decides\n");
     return;
   }
+  unsigned used = 0;
+
   print_text_header(&row);
   for (int l = PLAN_MIN_LOG2; l <= PLAN_MAX_LOG2; l++)
-    if (plan_row(s, coll, (size_t)1 << l, rules, &row) == 0) print_text_row(&row);
+    if (plan_row(s, coll, (size_t)1 << l, rules, &row) == 0) {
+      print_text_row(&row);
+      if (row.correction >= 0) used |= 1u << row.correction;
+    }
+  /* Each correction used, with its evidence (tuner/evidence.c). */
+  for (int i = 0; i < rail_tuner_ncorrections; i++)
+    if (used & (1u << i))
+      printf("  %s: %s; %s%s\n", rail_tuner_corrections[i].name, rail_tuner_corrections[i].what,
+             rail_tuner_corrections[i].source,
+             rail_tuner_corrections[i].sets == 1 ? " (one data set)" : "");
 }
 
 /* ---- json --------------------------------------------------------------- */
@@ -565,6 +613,13 @@ static void json_row(struct rail_json *j, const struct plan_row *row) {
   rail_json_str(j, "algo", rail_tuner_algo_name(row->algo));
   rail_json_str(j, "proto", rail_tuner_proto_name(row->proto));
   rail_json_str(j, "reason", row->reason);
+  rail_json_str(j, "case",
+                row->rule[0]           ? "rule"
+                : row->correction >= 0 ? "correction"
+                : row->nccl_kept       ? "nccl_no_evidence"
+                                       : "nccl");
+  rail_json_str(j, "correction",
+                row->correction >= 0 ? rail_tuner_corrections[row->correction].name : NULL);
   json_cost(j, &row->chosen, 0);
   rail_json_str(j, "nccl_algo", row->nccl_algo < 0 ? NULL : rail_tuner_algo_name(row->nccl_algo));
   rail_json_str(j, "nccl_proto",
@@ -661,6 +716,7 @@ struct plan_out {
   const struct rail_tuner_shape *s;
   const struct rail_tuner_rules *rules;
   const char *note, *fabric_note;
+  char assumed[1024]; /* "assumed: ..." lines (rail_tuner_shape_assumed) */
   int coll;
 };
 
@@ -679,6 +735,8 @@ static int plan_print_json(const struct plan_out *p) {
   rail_json_str(&j, "runtime_fabric", rail_tuner_fabric_name(plan_runtime_fabric(p->s, p->rules)));
   rail_json_str(&j, "note", p->note);
   rail_json_str(&j, "fabric_note", p->fabric_note);
+  rail_json_str(&j, "nccl_release", rail_nccl_release_name(p->s->nccl_release));
+  rail_json_str(&j, "assumed", p->assumed[0] ? p->assumed : NULL);
   rail_json_array(&j, "collectives", RAIL_JSON_BLOCK);
   for (int c = 0; c < RAIL_COLL_COUNT; c++)
     if (p->coll < 0 || nth_coll(c) == p->coll) json_coll(&j, p->s, nth_coll(c), p->rules);
@@ -700,6 +758,7 @@ static int plan_print_text(const struct plan_out *p) {
            (unsigned long long)p->rules->hash);
   if (p->note) printf("note: %s\n", p->note);
   if (p->fabric_note) printf("note: %s\n", p->fabric_note);
+  if (p->assumed[0]) printf("%s", p->assumed);
   for (int c = 0; c < RAIL_COLL_COUNT; c++)
     if (p->coll < 0 || nth_coll(c) == p->coll) print_text_coll(p->s, nth_coll(c), p->rules);
   return 0;
@@ -733,6 +792,11 @@ static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
   p.rules = rules;
   p.note = plan_inactive_note(&s);
   p.fabric_note = plan_fabric_note(&s, rules, fabric_note, sizeof(fabric_note));
+  rail_tuner_shape_assumed(topo, &s,
+                           (o->gbps > 0 ? RAIL_TUNER_GIVEN_GBPS : 0) |
+                               (o->nics == 0 ? RAIL_TUNER_GIVEN_GBPS : 0) |
+                               (o->board_implied && o->intra < 0 ? RAIL_TUNER_BOARD_IMPLIED : 0),
+                           p.assumed, sizeof(p.assumed));
   rc = o->json ? plan_print_json(&p) : plan_print_text(&p);
   if (rc == 0 && (o->svg != NULL || o->png != NULL) && rail_plan_draw_write(&draw, &s, rules) != 0)
     rc = 1;

@@ -7,6 +7,7 @@
 
 #include "common/json.h"
 #include "tools/cli/cli.h"
+#include "tuner/nccl_model.h"
 #include "tuner/score.h"
 
 #define MAX_ROWS 32
@@ -30,10 +31,12 @@ static void regret_str(const struct rail_score_tally *t, char *buf, size_t len) 
 }
 
 static void print_text(const struct rail_score_row *rows, int n) {
-  printf("The tuner beside NCCL's own choice on published measurements (built in from\n"
+  printf("The tuner beside NCCL's own choice (NCCL %s's model unless a set says which release\n"
+         "it ran in) on published measurements (built in from\n"
          "tests/unit/tuner/data; docs/tuning.md, \"Calibration and validation\").\n"
          "winner: the choice is the measured best at the point; 2x: a measured best lies\n"
-         "within 2x of the size; regret: mean/worst over points with both times published.\n\n");
+         "within 2x of the size; regret: mean/worst over points with both times published.\n\n",
+         rail_nccl_release_name(RAIL_NCCL_NEWEST));
   printf("%-11s %-52s %6s  %-26s  %-26s  %s\n", "set", "data", "points",
          "tuner: winner  2x  regret", "NCCL:  winner  2x  regret", "shapes behind");
   for (int i = 0; i < n; i++) {
@@ -50,6 +53,10 @@ static void print_text(const struct rail_score_row *rows, int n) {
            rail_score_pct(r->nccl.within, r->nccl.points), nr, r->shapes_behind, r->shapes,
            r->behind[0] ? ": " : "", r->behind);
   }
+  for (int i = 0; i < n; i++)
+    if (rows[i].nccl_release != 0)
+      printf("\n%s: NCCL's choice is NCCL %s's model, the release it ran in", rows[i].name,
+             rail_nccl_release_name(rows[i].nccl_release));
   for (int i = 0; i < n; i++)
     if (rows[i].busbw > 0)
       printf("\n%s: %d of %d bandwidths within 15%% (worst %.1f%%)", rows[i].file,
@@ -90,6 +97,7 @@ static int print_json(const struct rail_score_row *rows, int n, int ok) {
     rail_json_str(&j, "among", r->among[0] ? r->among : NULL);
     json_tally(&j, "tuner", &r->tuner);
     json_tally(&j, "nccl", &r->nccl);
+    rail_json_str(&j, "nccl_release", rail_nccl_release_name(r->nccl_release));
     rail_json_int(&j, "shapes", r->shapes);
     rail_json_int(&j, "shapes_behind", r->shapes_behind);
     rail_json_int(&j, "busbw", r->busbw);

@@ -10,7 +10,10 @@
 #include "tests/unit/test.h"
 #include "tests/unit/tuner/tests.h"
 #include "topology/topo.h"
+#include "tuner/nccl_model.h"
+#include "tuner/tuner.h"
 
+extern const ncclTuner_v6_t ncclTunerPlugin_v6;
 extern const ncclTuner_v5_t ncclTunerPlugin_v5;
 extern const ncclTuner_v4_t ncclTunerPlugin_v4;
 extern const ncclTuner_v3_t ncclTunerPlugin_v3;
@@ -245,4 +248,25 @@ void abi_fingerprint_mismatch_changes_no_decision(void) {
                                  &nch);
   CHECK(memcmp(before, after, sizeof(after)) == 0);
   ncclTunerPlugin_v5.finalize(ctx);
+}
+
+/* The plugin reads NCCL's tables with the model of the release that loaded
+ * it, known from the table version NCCL took: v6 2.30, v5 2.28, v4 (2.24 to
+ * 2.27) and v3 (2.22, 2.23) 2.23's. */
+void abi_each_table_models_its_release(void) {
+  void *c6 = NULL, *c5 = NULL, *c4 = NULL, *c3 = NULL;
+
+  tt_unset_tuner_env();
+  CHECK_EQ_INT(ncclTunerPlugin_v6.init(&c6, 1, 16, 2, NULL, NULL, NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclTunerPlugin_v5.init(&c5, 2, 16, 2, NULL, NULL, NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclTunerPlugin_v4.init(16, 2, NULL, &c4), ncclSuccess);
+  CHECK_EQ_INT(ncclTunerPlugin_v3.init(16, 2, NULL, &c3), ncclSuccess);
+  CHECK_EQ_INT(rail_tuner_nccl_release(c6), RAIL_NCCL_2_30);
+  CHECK_EQ_INT(rail_tuner_nccl_release(c5), RAIL_NCCL_2_28);
+  CHECK_EQ_INT(rail_tuner_nccl_release(c4), RAIL_NCCL_2_23);
+  CHECK_EQ_INT(rail_tuner_nccl_release(c3), RAIL_NCCL_2_23);
+  ncclTunerPlugin_v6.finalize(c6);
+  ncclTunerPlugin_v5.finalize(c5);
+  ncclTunerPlugin_v4.destroy(c4);
+  ncclTunerPlugin_v3.destroy(c3);
 }

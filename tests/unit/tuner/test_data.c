@@ -6,4 +6,5 @@
 
 RAIL_TEST_MAIN(p5en_table_reads_as_published, p5en_choices_within_2x_of_measured_crossovers,
                regions_calibration_aws, points_calibration_set, regions_validation_aws,
-               points_validation_set, points_vendor_tables, plan_validate_reports_every_set)
+               points_validation_set, points_vendor_tables, plan_validate_reports_every_set,
+               every_set_at_or_ahead_of_nccl)

@@ -9,6 +9,7 @@
 #include "tests/unit/test.h"
 #include "tests/unit/tuner/tests.h"
 #include "tuner/model.h"
+#include "tuner/evidence.h"
 #include "tuner/nccl_model.h"
 #include "tuner/shape.h"
 
@@ -228,7 +229,7 @@ void decide_picks_the_cheapest_candidate(void) {
       for (int l = 3; l <= 32; l++) {
         struct rail_tuner_choice c;
         size_t bytes = (size_t)1 << l;
-        CHECK_EQ_INT(rail_tuner_decide(&shapes[i], coll, bytes, 1, NULL, 0, &c), 0);
+        CHECK_EQ_INT(rail_tuner_model_decide(&shapes[i], coll, bytes, 1, NULL, 0, &c), 0);
         for (int a = 0; a < RAIL_ALGO_COUNT; a++)
           for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
             struct rail_tuner_cost k;
@@ -249,13 +250,14 @@ void decide_skips_unavailable_entries(void) {
 
   for (int l = 3; l <= 32; l++) {
     size_t bytes = (size_t)1 << l;
-    CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, bytes, 1, NULL, 0, &free_choice), 0);
+    CHECK_EQ_INT(rail_tuner_model_decide(&s, RAIL_COLL_ALLREDUCE, bytes, 1, NULL, 0, &free_choice),
+                 0);
     for (int a = 0; a < RAIL_ALGO_COUNT; a++)
       for (int p = 0; p < RAIL_PROTO_COUNT; p++)
         t[a][p] = 1;
     t[free_choice.algo][free_choice.proto] = -1.0f;
-    CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, bytes, 1, (const float(*)[3])t, 0, &c),
-                 0);
+    CHECK_EQ_INT(
+        rail_tuner_model_decide(&s, RAIL_COLL_ALLREDUCE, bytes, 1, (const float(*)[3])t, 0, &c), 0);
     CHECK(!(c.algo == free_choice.algo && c.proto == free_choice.proto));
     CHECK(c.cost.time_us >= free_choice.cost.time_us);
   }
@@ -547,7 +549,8 @@ void nvls_across_nodes_needs_sharp(void) {
   few.rails = 2;
   tt_cost(&few, RAIL_COLL_ALLREDUCE, RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE, (size_t)1 << 34, &nvls);
   CHECK(nvls.algbw_gbs < 0.5 * 8 * 50.0);
-  CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << 30, 1, NULL, 0, &c), 0);
+  CHECK_EQ_INT(rail_tuner_model_decide(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << 30, 1, NULL, 0, &c),
+               0);
   CHECK(c.algo == RAIL_ALGO_NVLS);
   for (int l = 3; l <= 32; l++) {
     CHECK_EQ_INT(rail_tuner_decide(&no, RAIL_COLL_ALLREDUCE, (size_t)1 << l, 1, NULL, 0, &c), 0);
@@ -661,4 +664,124 @@ void golden_4x1_sockets(void) {
   CHECK_EQ_INT(s.socket, 1);
   check_golden("4x1_sockets", &s);
   free(topo);
+}
+
+/* ---- evidence (tuner/evidence.h) ----------------------------------------- */
+
+/* NCCL's own choice for a shape, as rail_tuner_decide sees it. */
+static void nccl_choice(const struct rail_tuner_shape *s, int coll, size_t bytes, int *a, int *p) {
+  CHECK_EQ_INT(rail_tuner_nccl_choice(s, coll, bytes, 1, NULL, 0, a, p), 0);
+}
+
+/* Outside every correction's evidence the tuner is NCCL: on shapes no data
+ * set covers (InfiniBand at 4 to 64 nodes of 8 GPUs, sockets, PCIe), the
+ * choice is NCCL's own at every size, and where the model alone would
+ * differ the choice says NCCL's was kept. */
+void outside_evidence_the_choice_is_nccls(void) {
+  struct rail_tuner_shape shapes[4] = {tt_shape(4, 8, 8, 400), tt_shape(16, 8, 8, 400),
+                                       tt_shape(64, 8, 4, 200), tt_shape(3, 8, 1, 10)};
+  int kept = 0;
+
+  shapes[3].intra = RAIL_TUNER_INTRA_PCIE;
+  shapes[3].nvls = 0;
+  shapes[3].socket = 1;
+  shapes[3].fabric = RAIL_TUNER_FABRIC_TCP;
+  shapes[3].sm = 80;
+  for (int i = 0; i < 4; i++)
+    for (int coll = 0; coll < RAIL_COLL_COUNT; coll++)
+      for (int l = 3; l <= 34; l++) {
+        struct rail_tuner_choice c, m;
+        int na, np;
+        size_t bytes = (size_t)1 << l;
+        nccl_choice(&shapes[i], coll, bytes, &na, &np);
+        CHECK_EQ_INT(rail_tuner_decide(&shapes[i], coll, bytes, 1, NULL, 0, &c), 0);
+        CHECK_EQ_INT(rail_tuner_model_decide(&shapes[i], coll, bytes, 1, NULL, 0, &m), 0);
+        CHECK_EQ_INT(c.algo, na);
+        CHECK_EQ_INT(c.proto, np);
+        CHECK_EQ_INT(c.correction, -1);
+        CHECK_EQ_INT(c.nccl_kept, (int)m.algo != na || (int)m.proto != np);
+        CHECK_EQ_INT(c.model_algo, m.algo);
+        kept += c.nccl_kept;
+      }
+  /* The model does differ there: the rule is what keeps NCCL's choice. */
+  CHECK(kept > 0);
+}
+
+/* Inside an envelope the model's choice stands and names its correction:
+ * P5en-like EFA (the regions fitted and held on four platforms). */
+void inside_evidence_the_correction_stands(void) {
+  struct rail_tuner_shape s = tt_shape(16, 8, 16, 200);
+  int differs = 0;
+
+  s.fabric = RAIL_TUNER_FABRIC_EFA;
+  s.net_latency_us = rail_tuner_fabric_latency_us(s.fabric, 0);
+  s.nccl_latency_us = 35;
+  s.sm = 90;
+  for (int l = 3; l <= 32; l++) {
+    struct rail_tuner_choice c, m;
+    int na, np;
+    nccl_choice(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << l, &na, &np);
+    CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << l, 1, NULL, 0, &c), 0);
+    CHECK_EQ_INT(rail_tuner_model_decide(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << l, 1, NULL, 0, &m),
+                 0);
+    CHECK_EQ_INT(c.algo, m.algo);
+    CHECK_EQ_INT(c.proto, m.proto);
+    if ((int)m.algo != na || (int)m.proto != np) {
+      differs++;
+      CHECK(c.correction >= 0 && strcmp(rail_tuner_corrections[c.correction].name, "efa") == 0);
+    }
+  }
+  CHECK(differs > 0);
+}
+
+/* Where a second, independent set contradicts a correction it does not
+ * apply: P5/P5e at 2 GPUs a node from 64 nodes keeps NCCL's choice, at 16
+ * nodes the EFA correction stands. */
+void contradicted_correction_does_not_apply(void) {
+  struct rail_tuner_shape s = tt_shape(128, 2, 8, 100);
+
+  s.fabric = RAIL_TUNER_FABRIC_EFA;
+  s.sm = 90;
+  CHECK_EQ_INT(
+      rail_tuner_evidence_for(&s, RAIL_COLL_ALLREDUCE, 1 << 20, RAIL_ALGO_TREE, RAIL_ALGO_RING),
+      -1);
+  s.nodes = 16;
+  s.ranks = 32;
+  CHECK(rail_tuner_evidence_for(&s, RAIL_COLL_ALLREDUCE, 1 << 20, RAIL_ALGO_TREE, RAIL_ALGO_RING) >=
+        0);
+  /* Another GPU generation, fabric or collective is outside too. */
+  s.sm = 80;
+  CHECK_EQ_INT(
+      rail_tuner_evidence_for(&s, RAIL_COLL_ALLREDUCE, 1 << 20, RAIL_ALGO_TREE, RAIL_ALGO_RING),
+      -1);
+  s.sm = 90;
+  s.fabric = RAIL_TUNER_FABRIC_ROCE;
+  CHECK_EQ_INT(
+      rail_tuner_evidence_for(&s, RAIL_COLL_ALLREDUCE, 1 << 20, RAIL_ALGO_TREE, RAIL_ALGO_RING),
+      -1);
+  s.fabric = RAIL_TUNER_FABRIC_EFA;
+  CHECK_EQ_INT(
+      rail_tuner_evidence_for(&s, RAIL_COLL_BROADCAST, 1 << 20, RAIL_ALGO_RING, RAIL_ALGO_RING),
+      -1);
+}
+
+/* B200 with SHARP, 2 x 8, AllReduce at 16-32 GiB: the model alone picks
+ * CollNetDirect (each node sends the message once), NCCL NVLSTree, which
+ * measures about a fifth faster. No measured decision supports the CollNet
+ * correction, so NCCL's NVLSTree stands. */
+void b200_sharp_two_nodes_keeps_nvls_tree(void) {
+  struct rail_tuner_shape s = tt_shape(2, 8, 8, 400);
+
+  s.sm = 100;
+  s.sharp = 1;
+  s.fabric = RAIL_TUNER_FABRIC_IB;
+  for (int l = 34; l <= 35; l++) {
+    struct rail_tuner_choice c;
+    int na, np;
+    nccl_choice(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << l, &na, &np);
+    CHECK_EQ_INT(rail_tuner_decide(&s, RAIL_COLL_ALLREDUCE, (size_t)1 << l, 1, NULL, 0, &c), 0);
+    CHECK_EQ_INT(na, RAIL_ALGO_NVLS_TREE);
+    CHECK_EQ_INT(c.algo, RAIL_ALGO_NVLS_TREE);
+    CHECK(c.model_algo != RAIL_ALGO_NVLS_TREE || !c.nccl_kept);
+  }
 }

@@ -47,7 +47,8 @@ void plan_cli_explains_the_choices(void) {
   CHECK_EQ_INT(rc, 0);
   CHECK(strstr(out, "allreduce:") != NULL && strstr(out, "broadcast:") != NULL);
   CHECK(strstr(out, "pat/simple") != NULL);
-  CHECK(strstr(out, "latency-bound") != NULL && strstr(out, "bandwidth-bound") != NULL);
+  /* The reason column says which case each row is (tuner/evidence.h). */
+  CHECK(strstr(out, "NCCL's choice") != NULL);
   CHECK(strstr(out, "nccl alone") != NULL);
   CHECK(strstr(out, "4 GiB") != NULL);
 }
@@ -142,8 +143,12 @@ void plan_cli_site_knowledge_flags(void) {
   CHECK_EQ_INT(rc, 0);
   CHECK(strstr(out, "\"sharp\": true") != NULL);
   CHECK(strstr(out, "{\"algo\": \"collnet_direct\", \"proto\": \"simple\"") != NULL);
-  /* On Hopper NVLS runs over CollNet across nodes, and wins large sizes. */
-  CHECK(strstr(out, "{\"bytes\": 4294967296, \"algo\": \"nvls\"") != NULL);
+  /* On Hopper NVLS runs over CollNet across nodes: a candidate, but no
+   * measured decision supports the in-network corrections, so the choice
+   * at 4 GiB is NCCL's own, and says so. */
+  CHECK(strstr(out, "{\"algo\": \"nvls\", \"proto\": \"simple\"") != NULL);
+  CHECK(strstr(out, "\"case\": \"nccl") != NULL);
+  CHECK(strstr(out, "\"case\": \"correction\"") == NULL);
   CHECK_EQ_INT(tt_run_plan("--nodes 16 --gpus-per-node 8 --nics 8 --nic-gbps 400 --fabric ib "
                            "--nvlink --gpu h100 --collective allreduce --json",
                            out2, sizeof(out2)),
@@ -197,4 +202,47 @@ void plan_cli_site_knowledge_flags(void) {
   CHECK(strstr(out, "nvls_tree") == NULL && strstr(out, "\"algo\": \"nvls\"") == NULL);
   CHECK(strstr(out, "{\"algo\": \"collnet_direct\", \"proto\": \"simple\"") != NULL);
   CHECK(strstr(out, "{\"bytes\": 4294967296, \"algo\": \"collnet_") != NULL);
+}
+
+/* What plan takes rather than knows is said: NICs without a speed, NVLink
+ * from a GPU sold only on NVSwitch boards, and whose model "NCCL alone" is
+ * (--nccl, --cpu). */
+void plan_cli_says_what_it_assumes(void) {
+  char fixture[512];
+  int rc = tt_run_plan("--nodes 2 --gpus-per-node 8 --nics 8 --nic-gbps 400 --gpu b200 "
+                       "--collective allreduce --json",
+                       out, sizeof(out));
+
+  NEED_PLAN(rc);
+  CHECK_EQ_INT(rc, 0);
+  /* A B200 is an HGX B200: NVLink, NVSwitch, NVLS, and said. */
+  CHECK(strstr(out, "\"intra\": \"nvlink\"") != NULL);
+  CHECK(strstr(out, "sold only on NVSwitch boards") != NULL);
+  CHECK(strstr(out, "\"nccl_release\": \"2.30.7\"") != NULL);
+  CHECK_EQ_INT(tt_run_plan("--nodes 2 --gpus-per-node 8 --nics 8 --nic-gbps 400 --gpu b200 "
+                           "--pcie --collective allreduce --json",
+                           out2, sizeof(out2)),
+               0);
+  CHECK(strstr(out2, "\"intra\": \"pcie\"") != NULL);
+  CHECK(strstr(out2, "sold only on NVSwitch boards") == NULL);
+  /* Another release's model, another CPU. */
+  CHECK_EQ_INT(tt_run_plan("--nodes 4 --gpus-per-node 8 --nics 8 --nic-gbps 400 --gpu h100 "
+                           "--nccl 2.23 --cpu amd --collective allreduce",
+                           out, sizeof(out)),
+               0);
+  CHECK(strstr(out, "NCCL 2.23.4's model") != NULL && strstr(out, "AMD hosts") != NULL);
+  CHECK_EQ_INT(tt_run_plan("--nodes 4 --nccl 3.1", out, sizeof(out)), 2);
+  CHECK(strstr(out, "--nccl '3.1'") != NULL);
+  CHECK_EQ_INT(tt_run_plan("--nodes 4 --cpu arm", out, sizeof(out)), 2);
+  /* NICs that report no speed are planned at NCCL's socket default, and
+   * the plan says so; given a speed, it does not. */
+  tt_source_path("tests/fixtures/topo/crafted-bond-nics-no-attributes.xml", fixture,
+                 sizeof(fixture));
+  snprintf(out2, sizeof(out2), "--input %s --nodes 2 --collective allreduce", fixture);
+  CHECK_EQ_INT(tt_run_plan(out2, out, sizeof(out)), 0);
+  CHECK(strstr(out, "assumed: 10 Gbit/s a rail") != NULL);
+  snprintf(out2, sizeof(out2), "--input %s --nodes 2 --nic-gbps 100 --collective allreduce",
+           fixture);
+  CHECK_EQ_INT(tt_run_plan(out2, out, sizeof(out)), 0);
+  CHECK(strstr(out, "assumed: 10 Gbit/s a rail") == NULL);
 }

@@ -35,11 +35,10 @@ void tt_print_row(const struct rail_score_row *r) {
          r->behind[0] ? ": " : "", r->behind);
 }
 
-/* The tuner at least NCCL's equal on the row, and on each of its shapes
- * but the ones the data file records as a known gap ("behind=N"). */
+/* The tuner at least NCCL's equal on the row and on each of its shapes:
+ * no recorded gap is allowed (a "behind=N" word is read and ignored). */
 void tt_check_beside_nccl(const struct rail_score_row *r) {
-  if (r->tuner.agree >= r->nccl.agree && r->tuner.within >= r->nccl.within &&
-      r->shapes_behind <= r->behind_recorded)
+  if (r->tuner.agree >= r->nccl.agree && r->tuner.within >= r->nccl.within && r->shapes_behind == 0)
     return;
   fprintf(stderr, "  %s%s%s: the tuner is behind NCCL's own choice (%d shapes, %d recorded)\n",
           r->name, r->among[0] ? " among " : "", r->among, r->shapes_behind, r->behind_recorded);

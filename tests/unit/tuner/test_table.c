@@ -363,8 +363,7 @@ void table_local_machine_never_decides(void) {
 /* A job over sockets needs no rules file: NCCL's table has no LL128 across
  * nodes, which every rank reads as sockets, so a context without a file
  * decides as one whose file says "fabric tcp", on a TCP machine and on an
- * InfiniBand one alike, and not as InfiniBand-class. A declared fabric still
- * wins. */
+ * InfiniBand one alike. */
 void table_sockets_need_no_file(void) {
   struct rail_tuner_shape s = tt_shape(4, 8, 1, 100);
   struct rail_topo *tcp = tt_topo_with(8, 1, 1, 100000, 0), *ib = tt_topo_with(8, 8, 1, 400000, 1);
@@ -395,8 +394,10 @@ void table_sockets_need_no_file(void) {
       ib_differs += memcmp(t[0], t[3], sizeof(t[0])) != 0;
     }
   CHECK_EQ_INT(same, total);
-  /* Sockets and InfiniBand part somewhere (the 20 us hop). */
-  CHECK(ib_differs > 0);
+  /* The model parts sockets from InfiniBand (the 20 us hop), but no
+   * correction has evidence on 4 x 8 over either (tuner/evidence.c): both
+   * keep NCCL's own choice, so the tables are the same. */
+  CHECK_EQ_INT(ib_differs, 0);
   for (int k = 0; k < 4; k++)
     rail_tuner_destroy(ctx[k]);
   unlink(tcp_file);

@@ -68,6 +68,10 @@ void nvlstree_levels_pay_the_reported_latency_on_efa(void);
 void collnet_wins_where_sharp_halves_the_traffic(void);
 void nvls_across_nodes_needs_sharp(void);
 void mnnvl_leaves_every_choice_to_nccl(void);
+void outside_evidence_the_choice_is_nccls(void);
+void inside_evidence_the_correction_stands(void);
+void contradicted_correction_does_not_apply(void);
+void b200_sharp_two_nodes_keeps_nvls_tree(void);
 void golden_1x8_nvlink(void);
 void golden_2x8_dual_rail_2x200g(void);
 void golden_16x8_8x400g(void);
@@ -114,6 +118,7 @@ void abi_v5_leaves_multi_node_nvlink_alone(void);
 void abi_nccl_algo_set_leaves_table_untouched(void);
 void abi_nccl_rail_tuner_0_leaves_table_untouched(void);
 void abi_v2_leaves_nccl_choice(void);
+void abi_each_table_models_its_release(void);
 void abi_rules_file_from_environment(void);
 void abi_unlike_machines_choose_alike(void);
 void abi_fingerprint_mismatch_changes_no_decision(void);
@@ -123,6 +128,7 @@ void plan_cli_explains_the_choices(void);
 void plan_cli_options_and_errors(void);
 void plan_cli_json_schema_and_fields(void);
 void plan_cli_site_knowledge_flags(void);
+void plan_cli_says_what_it_assumes(void);
 
 /* ---- unit.tuner_data ---------------------------------------------------- */
 
@@ -134,6 +140,7 @@ void points_calibration_set(void);
 void points_validation_set(void);
 void points_vendor_tables(void);
 void plan_validate_reports_every_set(void);
+void every_set_at_or_ahead_of_nccl(void);
 /* test_regions.c: the scored sets (tuner/score.h) and what both files check */
 struct rail_score_row;
 struct rail_score_source;
