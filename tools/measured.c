@@ -46,6 +46,7 @@ struct state {
   int nranks, nhosts, hosts_cap, block_taken;
   char (*hosts)[64];
   char gpu[64], net[32];
+  int took_algo, took_proto, took_line; /* a TUNING line before the next table */
   char *err;
   size_t errlen;
 };
@@ -255,6 +256,7 @@ static int close_table(struct state *st) {
   return 0;
 }
 
+static void took(struct rail_measured_run *r, int algo, int proto, int line);
 static void open_table(struct state *st, const struct layout *lay) {
   st->open = 1;
   st->lay = *lay;
@@ -271,6 +273,8 @@ static void open_table(struct state *st, const struct layout *lay) {
   memcpy(st->run.gpu, st->gpu, sizeof(st->run.gpu));
   memcpy(st->run.net, st->net, sizeof(st->run.net));
   st->block_taken = 1;
+  if (st->took_line > 0) took(&st->run, st->took_algo, st->took_proto, st->took_line);
+  st->took_line = 0;
 }
 
 /* A line naming a test or an assignment while a table is open: a table
@@ -335,6 +339,16 @@ static int rank_line(struct state *st, const struct tok *t, int n) {
   return 1;
 }
 
+/* Keeps the first TUNING line that names another entry than the forcing. */
+static void took(struct rail_measured_run *r, int algo, int proto, int line) {
+  if (r->took_line == 0 &&
+      ((r->algo >= 0 && algo != r->algo) || (r->proto >= 0 && proto != r->proto))) {
+    r->took_algo = algo;
+    r->took_proto = proto;
+    r->took_line = line;
+  }
+}
+
 /* NCCL's "Using network IB" and its TUNING lines, "AllReduce: 1048576
  * Bytes -> Algo 1 proto 2 time 45.3" (ids or names): what NCCL ran, which
  * differs from a forcing NCCL could not honour. 1 if it is one. */
@@ -355,12 +369,15 @@ static int tuning_line(struct state *st, const struct tok *t, int n, int line) {
     snprintf(p, sizeof(p), "%.*s", (int)(t[i + 5].n < 31 ? t[i + 5].n : 31), t[i + 5].p);
     algo = tok_digits(&t[i + 3]) ? atoi(a) : rail_tuner_algo_parse(a);
     proto = tok_digits(&t[i + 5]) ? atoi(p) : rail_tuner_proto_parse(p);
-    if (st->open && st->run.took_line == 0 &&
-        ((st->run.algo >= 0 && algo != st->run.algo) ||
-         (st->run.proto >= 0 && proto != st->run.proto))) {
-      st->run.took_algo = algo;
-      st->run.took_proto = proto;
-      st->run.took_line = line;
+    if (!st->open) {
+      /* NCCL's first calls (nccl-tests' warm-up) may log before the header */
+      if (st->took_line == 0) {
+        st->took_algo = algo;
+        st->took_proto = proto;
+        st->took_line = line;
+      }
+    } else {
+      took(&st->run, algo, proto, line);
     }
     return 1;
   }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "tools/tune/tune.h"
@@ -28,13 +29,26 @@ static int gpu_sm(const char *gpu) {
   return 0;
 }
 
-/* PCIe between the GPUs: boards sold without NVLink, and "PCIe" parts. */
+/* PCIe between the GPUs: "PCIe" parts, and boards sold without NVLink
+ * (whole words: "A10" is not "A100"). */
 static int gpu_pcie(const char *gpu) {
-  static const char *const pcie[] = {"PCIe", "GeForce", "RTX", "Quadro", "L40",
-                                     "L4",   "A40",     "A10", "T4"};
-  for (size_t i = 0; i < sizeof(pcie) / sizeof(pcie[0]); i++)
-    if (strstr(gpu, pcie[i]) != NULL) return 1;
-  return 0;
+  static const char *const parts[] = {"GeForce", "RTX", "Quadro", "L40", "L40S",
+                                      "L4",      "A40", "A10",    "A16", "T4"};
+  char w[64];
+  size_t n = 0;
+
+  for (const char *p = gpu;; p++) {
+    if (*p != '\0' && *p != ' ' && *p != '-' && n < sizeof(w) - 1) {
+      w[n++] = *p;
+      continue;
+    }
+    w[n] = '\0';
+    if (strcasecmp(w, "PCIe") == 0) return 1;
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+      if (strcmp(w, parts[i]) == 0) return 1;
+    n = 0;
+    if (*p == '\0') return 0;
+  }
 }
 
 void rail_tune_shape(const struct rail_tune_set *set, int nodes, struct rail_tuner_shape *s) {
