@@ -273,7 +273,7 @@ int rail_tune_rules_text(const struct rail_tune_set *set, char **out, FILE *summ
   say(&b,
       "# NCCL_RAIL_TUNER_FILE written by `nccl-rail tune` from measured sweeps\n"
       "# (docs/tuning.md, \"Measuring your own cluster\"). Every rank must load the same\n"
-      "# file: the plugin logs its hash (fnv1a64) at INFO for the nodes to compare.\n"
+      "# file: `nccl-rail doctor --peers` compares its hash (fnv1a64) across nodes.\n"
       "# shape: %d x %s a node, network %s\n"
       "# A rule where the measured winner beats the plugin's own pick by more than the\n"
       "# larger of %.1f%% and the spread of either one's measured times there; a measured\n"
