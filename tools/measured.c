@@ -339,6 +339,39 @@ static int rank_line(struct state *st, const struct tok *t, int n) {
   return 1;
 }
 
+/* collperf's own header (tools/collperf): "# collperf: 4 ranks (NCCL_HOSTID=
+ * collperf-<rank>) ..." (every rank its own node), "# device 0: NAME, MPS
+ * off", and "# AllReduce, 4 ranks, out of place" naming the collective. */
+static int collperf_line(struct state *st, const struct tok *t, int n) {
+  char w[32];
+  int c;
+
+  if (n < 3 || !tok_is(&t[0], "#")) return 0;
+  if (n >= 4 && tok_is(&t[1], "collperf:") && tok_digits(&t[2]) && tok_is(&t[3], "ranks")) {
+    st->nranks = st->nhosts = t[2].n > 6 ? 999999 : atoi(t[2].p);
+    st->block_taken = 0;
+    return 1;
+  }
+  if (tok_is(&t[1], "device") && t[2].n > 1 && t[2].p[t[2].n - 1] == ':') {
+    size_t o = 0;
+    for (int i = 3; i < n && o < sizeof(st->gpu) - 1; i++) {
+      size_t k = t[i].n, stop = t[i].p[k - 1] == ',';
+      o += (size_t)snprintf(st->gpu + o, sizeof(st->gpu) - o, "%s%.*s", o ? " " : "",
+                            (int)(k - stop < 60 ? k - stop : 60), t[i].p);
+      if (o >= sizeof(st->gpu)) o = sizeof(st->gpu) - 1;
+      if (stop) break;
+    }
+    return 1;
+  }
+  if (n >= 6 && t[1].n > 1 && t[1].n < sizeof(w) && t[1].p[t[1].n - 1] == ',' &&
+      tok_is(&t[3], "ranks,") && tok_is(&t[4], "out")) {
+    snprintf(w, sizeof(w), "%.*s", (int)t[1].n - 1, t[1].p);
+    if ((c = rail_tuner_coll_parse(w)) >= 0) st->coll = c;
+    return c >= 0;
+  }
+  return 0;
+}
+
 /* Keeps the first TUNING line that names another entry than the forcing. */
 static void took(struct rail_measured_run *r, int algo, int proto, int line) {
   if (r->took_line == 0 &&
@@ -552,7 +585,9 @@ static int one_line(struct state *st, const char *lp, size_t ln, int line) {
     memset(st->pend, 0, sizeof(st->pend));
     return rc;
   }
-  if (rank_line(st, t + k, n - k) || tuning_line(st, t + k, n - k, line)) return 0;
+  if (rank_line(st, t + k, n - k) || collperf_line(st, t + k, n - k) ||
+      tuning_line(st, t + k, n - k, line))
+    return 0;
   return context_line(st, t + k, n - k);
 }
 

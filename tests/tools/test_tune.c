@@ -13,7 +13,6 @@
 #include "tests/unit/test.h"
 #include "tools/measured.h"
 #include "tools/tune/tune.h"
-#include "tuner/tuner.h"
 
 static const char *const fixtures[] = {"crafted-h100-2nodes-ib.txt", "crafted-a100-4nodes-roce.txt",
                                        "crafted-t4-2nodes-tcp.txt"};
@@ -23,87 +22,8 @@ static void fixture_path(const char *name, char *out, size_t len) {
   snprintf(out, len, "%s/tests/tools/data/tune/%s", src ? src : ".", name);
 }
 
-/* The plugin's pick for one call: the entry it set to 0. */
-static int plugin_pick(struct rail_tuner_ctx *ctx, const struct rail_tune_set *set, int coll,
-                       int nodes, uint64_t bytes, int *algo, int *proto) {
-  struct rail_tuner_shape s;
-  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
-  int nch = 0;
-
-  rail_tune_shape(set, nodes, &s);
-  rail_tune_table(&s, coll, bytes, t);
-  rail_tuner_get_coll_info(ctx, coll, (size_t)bytes, 1, &t[0][0], RAIL_ALGO_COUNT, RAIL_PROTO_COUNT,
-                           &nch);
-  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
-    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      if (t[a][p] == 0.0f) {
-        *algo = a;
-        *proto = p;
-        return 0;
-      }
-  return -ENOENT;
-}
-
-/* 1 if (algo, proto) was measured at bytes within the threshold of the
- * winner there. */
-static int within(const struct rail_tune_set *set, const struct rail_tune_group *g, uint64_t bytes,
-                  int algo, int proto) {
-  const struct rail_tune_cand *c = rail_tune_cand_find(g, algo, proto);
-  const struct rail_tune_point *p = c ? rail_tune_point_at(c, bytes) : NULL, *w = NULL;
-
-  if (p == NULL) return 0;
-  for (int k = 0; k < g->ncand; k++) {
-    const struct rail_tune_point *q = rail_tune_point_at(&g->cand[k], bytes);
-    if (w == NULL || rail_tune_mean(q) < rail_tune_mean(w)) w = q;
-  }
-  return rail_tune_mean(p) <=
-         rail_tune_mean(w) *
-                 (1 + fmax(set->o.min_gain, fmax(rail_tune_noise(p), rail_tune_noise(w)))) +
-             1e-9;
-}
-
-/* Misses of the plugin (loaded with rules_path, "" for none) over every
- * measured size and every point between two. */
 static int misses(const struct rail_tune_set *set, const char *rules_path, int verbose) {
-  struct rail_tuner_env env;
-  struct rail_topo topo;
-  int n = 0;
-
-  memset(&topo, 0, sizeof(topo));
-  memset(&env, 0, sizeof(env));
-  env.topo = &topo;
-  env.transport = "auto";
-  env.enabled = 1;
-  env.rules_path = rules_path;
-  for (int gi = 0; gi < set->ngroups; gi++) {
-    const struct rail_tune_group *g = &set->groups[gi];
-    const struct rail_tune_cand *c0 = &g->cand[0];
-    struct rail_tuner_ctx *ctx = NULL;
-    CHECK_EQ_INT(rail_tuner_create((size_t)g->ranks, (size_t)g->nodes, &env, &ctx), 0);
-    for (int i = 0; ctx && i < c0->npts; i++) {
-      uint64_t b = c0->pts[i].bytes, mid;
-      int a, p;
-      if (plugin_pick(ctx, set, g->coll, g->nodes, b, &a, &p) != 0 || !within(set, g, b, a, p)) {
-        if (verbose)
-          printf("    miss: %s %d nodes %llu B: %s/%s\n", rail_tuner_coll_name(g->coll), g->nodes,
-                 (unsigned long long)b, rail_tuner_algo_name(a), rail_tuner_proto_name(p));
-        n++;
-      }
-      if (i + 1 == c0->npts) continue;
-      /* a size left out: a neighbour's winner */
-      mid = (uint64_t)sqrt((double)b * (double)c0->pts[i + 1].bytes);
-      if (plugin_pick(ctx, set, g->coll, g->nodes, mid, &a, &p) != 0 ||
-          (!within(set, g, b, a, p) && !within(set, g, c0->pts[i + 1].bytes, a, p))) {
-        if (verbose)
-          printf("    miss between: %s %d nodes %llu B: %s/%s\n", rail_tuner_coll_name(g->coll),
-                 g->nodes, (unsigned long long)mid, rail_tuner_algo_name(a),
-                 rail_tuner_proto_name(p));
-        n++;
-      }
-    }
-    rail_tuner_destroy(ctx);
-  }
-  return n;
+  return rail_tune_check(set, rules_path, verbose ? stdout : NULL);
 }
 
 TEST(tune_rules_pick_a_measured_winner_at_every_size) {

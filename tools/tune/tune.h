@@ -107,6 +107,33 @@ int rail_tune_rules_text(const struct rail_tune_set *set, char **out, FILE *summ
  * over it: a failed run leaves no half file. 0 or -errno, said in err. */
 int rail_tune_write_atomic(const char *path, const char *text, char *err, size_t errlen);
 
+/* The plugin's own tuner (tuner/tuner.h) loaded with rules_path ("" for
+ * none), handed the table NCCL builds for each group's shape: at every
+ * measured size its pick must be measured within the threshold of the
+ * winner, and at the geometric middle of two neighbouring sizes within the
+ * threshold of one of theirs. Returns the misses (each a line on report,
+ * if not NULL), or -ENOMEM. */
+int rail_tune_check(const struct rail_tune_set *set, const char *rules_path, FILE *report);
+
+/* tune --run: what to sweep and how. */
+struct rail_tune_run {
+  const char *hosts;      /* mpirun's --host list ("h1:8,h2:8"); NULL: mpirun's default */
+  const char *nccl_tests; /* the folder of nccl-tests' binaries; NULL: PATH */
+  const char *self_dir;   /* where nccl-rail is (collperf may sit beside it) */
+  const char *logs;       /* the folder the runs' logs go to */
+  uint64_t max_bytes;     /* sizes from 8 B to this, x2 */
+  double time_limit_s;    /* the whole sweep's bound */
+  int ranks;              /* processes (mpirun -np, collperf --ranks) */
+  unsigned colls;         /* bit per enum rail_coll */
+};
+
+/* Runs the sweep: each (collective, algorithm, protocol) NCCL may run,
+ * nccl-tests under srun (in a Slurm allocation) or mpirun where found, else
+ * collperf; a progress line with an ETA per run on stderr; runs past the
+ * time limit cut. *files gets the logs of the runs that completed (malloc'd,
+ * in a deterministic order). 0 or -errno, said on stderr. */
+int rail_tune_sweep(const struct rail_tune_run *r, char ***files, int *nfiles);
+
 int rail_cmd_tune(int argc, char **argv);
 
 #endif
