@@ -89,6 +89,56 @@ TEST(tune_text_is_the_same_for_the_same_logs) {
   rail_tune_set_free(&set);
 }
 
+/* A run of allreduce at `nodes` hosts of one GPU, algo/proto forced, with
+ * time = lat + bytes / 1000 at 1 MiB and 4 MiB; written to path. */
+static void write_run(FILE *f, int nodes, const char *algo, double lat) {
+  fprintf(f, "$ mpirun -x NCCL_ALGO=%s -x NCCL_PROTO=simple ./all_reduce_perf\n", algo);
+  for (int r = 0; r < nodes; r++)
+    fprintf(f, "#  Rank %d Group 0 Pid %d on host%d device 0 [0x18] NVIDIA H100 80GB HBM3\n", r, r,
+            r);
+  fprintf(f, "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n");
+  for (int i = 0; i < 2; i++) {
+    double t = lat + (double)(1048576 << (2 * i)) / 1000;
+    fprintf(f, "%d %d float sum -1 %.2f 1 1 0 %.2f 1 1 0\n", 1048576 << (2 * i), 262144 << (2 * i),
+            t, t);
+  }
+  fprintf(f, "# Avg bus bandwidth : 1\n");
+}
+
+/* Measured at 2 and 8 nodes: each rule stands for the counts within a
+ * factor of 2 nearer to its own (2: 2-4, 8: 5-16), never one node. */
+TEST(tune_node_counts_take_the_nearest_measured_within_2x) {
+  char path[256], err[512], *text = NULL;
+  const char *files[1] = {path};
+  struct rail_tune_set set;
+  struct rail_tune_opts o;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/tmp/unit-tune-nodes-%d.txt", (int)getpid());
+  f = fopen(path, "w");
+  if (f == NULL) return;
+  /* Tree far ahead of Ring everywhere: a rule wherever the plugin picks Ring */
+  for (int k = 0; k < 2; k++) {
+    write_run(f, k ? 8 : 2, "ring", 5000);
+    write_run(f, k ? 8 : 2, "tree", 10);
+  }
+  fclose(f);
+  rail_tune_opts_default(&o);
+  CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), 0);
+  if (set.ngroups != 2) {
+    printf("    %s\n", err);
+    unlink(path);
+    return;
+  }
+  CHECK_EQ_INT(rail_tune_rules_text(&set, &text, NULL), 0);
+  CHECK(text && strstr(text, "nodes=2-4  ranks=2-4  ->  tree  simple") != NULL);
+  CHECK(text && strstr(text, "nodes=5-16  ranks=5-16  ->  tree  simple") != NULL);
+  CHECK(text && strstr(text, "nodes=1-") == NULL);
+  free(text);
+  rail_tune_set_free(&set);
+  unlink(path);
+}
+
 TEST(measured_reads_the_job_around_the_table) {
   static const char log[] =
       "#  Rank  0 Group  0 Pid  1 on  hostA device  0 [0x18] NVIDIA H100 80GB HBM3\n"
@@ -124,5 +174,6 @@ TEST(measured_reads_the_job_around_the_table) {
 }
 
 RAIL_TEST_MAIN(tune_rules_pick_a_measured_winner_at_every_size,
+               tune_node_counts_take_the_nearest_measured_within_2x,
                tune_without_rules_the_model_misses_somewhere,
                tune_text_is_the_same_for_the_same_logs, measured_reads_the_job_around_the_table)
