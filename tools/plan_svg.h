@@ -23,6 +23,7 @@ struct rail_tuner_rules;
 struct rail_plan_pick {
   int algo, proto;
   int nccl_algo, nccl_proto;
+  int rule_line; /* the site rule's line that chose, 0 for the model */
 };
 int rail_plan_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
                    const struct rail_tuner_rules *rules, struct rail_plan_pick *out);
