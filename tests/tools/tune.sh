@@ -57,4 +57,15 @@ for f in "$d"/crafted-*.txt; do
   check "$b: the plugin's parser takes every line" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
   check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
 done
+# docs/tuning.md's rules file and picture are what these commands write now
+cd "$src" || exit 1
+"$cli" tune --from tests/tools/data/tune/crafted-t4-2nodes-tcp.txt -o "$tmp/doc.rules" 2>/dev/null
+sed "s|$tmp/doc.rules|docs/tuning-t4-tcp.rules|" "$tmp/doc.rules" >"$tmp/doc2.rules"
+check "docs/tuning-t4-tcp.rules is current (scripts: the command in docs/tuning.md)" \
+  cmp -s "$tmp/doc2.rules" docs/tuning-t4-tcp.rules
+NCCL_RAIL_TUNER_FILE=docs/tuning-t4-tcp.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
+  --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 2 --gpus 1 --nics 0 \
+  --collective allreduce --measured tests/tools/data/tune/crafted-t4-2nodes-tcp.txt \
+  --svg "$tmp/doc.svg" >/dev/null 2>&1
+check "docs/tuning-t4-tcp.svg is current" cmp -s "$tmp/doc.svg" docs/tuning-t4-tcp.svg
 exit $fail
