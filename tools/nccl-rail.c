@@ -15,6 +15,7 @@ static const struct {
     {"plan", rail_cmd_plan, "the tuner's algorithm and protocol per collective and size"},
     {"bench", rail_cmd_bench, "throughput and latency through the plugin against raw TCP"},
     {"doctor", rail_cmd_doctor, "why a job is slow or hangs at init: this node, and its peers"},
+    {"tune", rail_cmd_tune, "measured sweeps into the rules file every rank loads"},
     {"env", rail_cmd_env, "every NCCL_RAIL_* tunable with its current value"},
 };
 

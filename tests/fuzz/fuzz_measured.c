@@ -34,9 +34,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const struct rail_measured_run *run = &m.runs[r];
     if (run->coll < 0 || run->coll >= RAIL_COLL_COUNT || run->npoints < 1) abort();
     if (memchr(run->label, '\0', sizeof(run->label)) == NULL) abort();
+    /* what tune reads of the job: terminated names, counts that hold */
+    if (memchr(run->gpu, '\0', sizeof(run->gpu)) == NULL ||
+        memchr(run->net, '\0', sizeof(run->net)) == NULL || run->nranks_seen < 0 ||
+        run->nhosts < 0 || run->nhosts > run->nranks_seen || run->took_line < 0)
+      abort();
     for (int i = 0; i < run->npoints; i++)
       if (!isfinite(run->pts[i].busbw_gbs) || run->pts[i].busbw_gbs < 0 ||
-          !isfinite(run->pts[i].time_us) || run->pts[i].time_us < 0 || run->pts[i].line < 1)
+          !isfinite(run->pts[i].time_us) || run->pts[i].time_us < 0 || run->pts[i].line < 1 ||
+          !(run->pts[i].time_ip_us == -1 ||
+            (isfinite(run->pts[i].time_ip_us) && run->pts[i].time_ip_us >= 0)) ||
+          run->pts[i].wrong < 0)
         abort();
   }
   rail_measured_free(&m);

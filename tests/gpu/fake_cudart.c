@@ -9,8 +9,10 @@
  * FAKE_CUDA_NODEV=1 makes cudaGetDeviceCount fail as on a machine with no
  * driver, for collperf's "no device" path.
  */
+#define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,8 +25,14 @@ struct CUevent_st {
   double t; /* seconds, CLOCK_MONOTONIC, when recorded */
 };
 
+/* The stand-in libnccl's virtual clock where FAKE_NCCL_COST makes its
+ * collectives cost what its table says (fake_nccl.c), else the host's. */
 static double fake_now(void) {
   struct timespec ts;
+  if (getenv("FAKE_NCCL_COST") != NULL) {
+    double (*virt)(void) = (double (*)(void))dlsym(RTLD_DEFAULT, "fakeNcclVirtualSeconds");
+    if (virt != NULL) return virt();
+  }
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

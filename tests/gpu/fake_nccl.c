@@ -14,6 +14,18 @@
  *   FAKE_NCCL_DIE=r      rank r exits with status 9 in its first collective
  * FAKE_NCCL_SLOT_BYTES sets the largest per-rank input (default 8 MiB).
  *
+ * FAKE_NCCL_COST=1 gives each (algorithm, protocol) a deterministic cost,
+ * a latency plus the bytes over a bandwidth (fake_costs below), with
+ * FAKE_NCCL_NOISE (a fraction, default 0.01) of noise drawn from
+ * FAKE_NCCL_SEED: each collective adds its cost to a virtual clock that
+ * the stand-in libcudart's events read (fakeNcclVirtualSeconds), so
+ * collperf measures the cost table, not this host. The entry is the one
+ * NCCL_ALGO/NCCL_PROTO force (Ring/Simple without); one NCCL would not run
+ * (Tree beyond AllReduce, LL128 over the Socket transport, or any other
+ * algorithm) fails the collective as
+ * NCCL fails a forcing it cannot honour. `nccl-rail tune --run` is tested
+ * on it (tests/gpu/tune_fake.sh).
+ *
  * With NCCL_DEBUG=INFO it prints the few lines of NCCL 2.28's log that
  * tests/gpu/e2e.sh reads (network and tuner in use, nodes, and with
  * NCCL_DEBUG_SUBSYS=...TUNING the algorithm and protocol per collective), so
@@ -29,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -79,6 +92,52 @@ static void fake_log_init(const struct ncclComm *c) {
          "MNNVL 0\n",
          (const void *)c, c->rank, c->nranks, c->nranks);
   fflush(stdout);
+}
+
+/* No net plugin: NCCL's own Socket transport, as fake_log_init says. */
+static int fake_socket(void) {
+  const char *plugin = getenv("NCCL_NET_PLUGIN");
+  return plugin == NULL || strcmp(plugin, "none") == 0;
+}
+
+/* ---- the cost table (FAKE_NCCL_COST) ----------------------------------------- */
+
+static const struct {
+  const char *algo, *proto;
+  double lat_us, gbs;
+} fake_costs[] = {
+    {"tree", "ll", 6, 1.5},   {"ring", "ll", 8, 2},       {"tree", "ll128", 10, 6},
+    {"ring", "ll128", 12, 8}, {"tree", "simple", 20, 16}, {"ring", "simple", 25, 20},
+};
+
+static double fake_virtual_s;
+static unsigned long long fake_rng;
+
+/* What the stand-in libcudart's events read while FAKE_NCCL_COST is set. */
+double fakeNcclVirtualSeconds(void);
+double fakeNcclVirtualSeconds(void) { return fake_virtual_s; }
+
+/* The cost of one call of nbytes, or -1 for an entry NCCL would not run. */
+static double fake_cost_us(int allreduce, size_t nbytes) {
+  const char *a = getenv("NCCL_ALGO"), *p = getenv("NCCL_PROTO"), *n = getenv("FAKE_NCCL_NOISE");
+  double noise = n ? atof(n) : 0.01, u;
+
+  if (fake_rng == 0) {
+    const char *seed = getenv("FAKE_NCCL_SEED");
+    fake_rng = 0x9e3779b97f4a7c15ull ^ (seed ? strtoull(seed, NULL, 0) : 1);
+  }
+  a = a ? a : "ring";
+  p = p ? p : "simple";
+  fake_rng = fake_rng * 6364136223846793005ull + 1442695040888963407ull;
+  u = (double)(fake_rng >> 11) / 9007199254740992.0 * 2 - 1;
+  for (size_t i = 0; i < sizeof(fake_costs) / sizeof(fake_costs[0]); i++)
+    if (strcasecmp(a, fake_costs[i].algo) == 0 && strcasecmp(p, fake_costs[i].proto) == 0) {
+      if (!allreduce && strcasecmp(a, "tree") == 0) return -1;
+      /* NCCL turns LL128 off where the network is its Socket transport */
+      if (strcasecmp(p, "ll128") == 0 && fake_socket()) return -1;
+      return (fake_costs[i].lat_us + (double)nbytes / (fake_costs[i].gbs * 1e3)) * (1 + noise * u);
+    }
+  return -1;
 }
 
 static int fake_env_rank(const char *name) {
@@ -247,6 +306,16 @@ static ncclResult_t fake_coll(enum fake_op op, const void *send, void *recv, siz
     return ncclInvalidArgument;
   }
   fake_faults_first(c);
+  if (getenv("FAKE_NCCL_COST") != NULL) {
+    size_t nbytes = op == FAKE_AG || op == FAKE_RS ? count * ds * (size_t)c->nranks : count * ds;
+    double us = fake_cost_us(op == FAKE_AR, nbytes);
+    if (us < 0) {
+      snprintf(c->err, sizeof(c->err), "fake nccl: no algorithm/protocol available for %s",
+               fake_op_names[op]);
+      return ncclInvalidUsage;
+    }
+    fake_virtual_s += us * 1e-6;
+  }
   if (c->log_tuning) {
     const char *a = getenv("NCCL_ALGO"), *p = getenv("NCCL_PROTO");
     size_t nbytes = op == FAKE_AG || op == FAKE_RS ? count * ds * (size_t)c->nranks : count * ds;

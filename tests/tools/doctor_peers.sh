@@ -108,6 +108,33 @@ for g, r in zip(rows, rails):
     assert abs(share - min(r["line_rate_ratio"], 1)) < 0.01, (share, r)
 PY
 
+# 4. Every rank must load the same site rules: different files on the two
+#    nodes fail, naming both nodes and both hashes; the same file is ok.
+printf 'allreduce 0-64K -> tree ll\n' >"$tmp/rules-a"
+printf 'allreduce 0-64K -> ring ll\n' >"$tmp/rules-b"
+serve NCCL_NET_PLUGIN=rail NCCL_RAIL_TUNER_FILE="$tmp/rules-a"
+NCCL_RAIL_TUNER_FILE=$tmp/rules-b peers "$tmp/rules.out"
+rc=$?
+wait $server
+cat "$tmp/rules.out"
+check "different rules files: doctor --peers exits 1" test "$rc" -eq 1
+check "... naming both nodes and both hashes" \
+  grep -Eq "^FAIL tuner rules +.* has fnv1a64 [0-9a-f]{16}, 10.203.1.1 has fnv1a64 [0-9a-f]{16}: " \
+  "$tmp/rules.out"
+check "... with the fix" grep -q "fix: give every node the same NCCL_RAIL_TUNER_FILE" "$tmp/rules.out"
+serve NCCL_NET_PLUGIN=rail NCCL_RAIL_TUNER_FILE="$tmp/rules-a"
+NCCL_RAIL_TUNER_FILE=$tmp/rules-a peers "$tmp/same.out" --json
+rc=$?
+wait $server
+check "the same rules file on both: exit 0, said, same_tuner_rules in the JSON" \
+  python3 - "$tmp/same.out" "$rc" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert sys.argv[2] == "0", sys.argv[2]
+assert j["peers"][0]["same_tuner_rules"] is True, j["peers"][0]
+assert any(f["check"] == "tuner rules" and f["level"] == "ok" for f in j["findings"]), j["findings"]
+PY
+
 ip -n "$B" route add blackhole 10.203.2.1/32
 serve NCCL_NET_PLUGIN=rail NCCL_SOCKET_IFNAME==r1
 peers "$tmp/cut.out"

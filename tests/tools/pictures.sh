@@ -96,6 +96,16 @@ py golden "$tmp/plan-ndv5-rules.svg" "$golden/plan-ndv5-rules.svg"
 check "the rule shows: Ring/Simple from 16 MiB, the file named" \
   sh -c "grep -q '>site rules: tests/tools/data/rules-ring.txt (1 rule)<' '$tmp/plan-ndv5-rules.svg' &&
          grep -q '>16 MiB</text>' '$tmp/plan-ndv5-rules.svg'"
+check "the region the rule chose (16 MiB to 64 MiB) outlined and named by its line" \
+  python3 - "$tmp/plan-ndv5-rules.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+svg = ET.parse(sys.argv[1]).getroot()
+regions = [e for e in svg.iter(ns + "rect") if e.get("class") == "rule-region"]
+labels = [e.text for e in svg.iter(ns + "text") if e.get("class") == "rule-label"]
+assert len(regions) == 1, regions
+assert labels == ["rule line 2"], labels
+PY
 
 # Doctor's rail chart, from fixed rails.
 "$sample" "$tmp/doctor-bars.svg"

@@ -50,12 +50,13 @@
 #include "tools/draw/svg.h"
 #include "tools/drive/netdrive.h"
 #include "tools/drive/oob.h"
+#include "tuner/rules.h"
 
 /* The plugin's own v11 table, linked in from the static library. */
 extern const ncclNet_v11_t ncclNetPlugin_v11;
 
 #define PEERS_MAGIC 0x52444f43u /* "RDOC" */
-#define PEERS_PROTO 1
+#define PEERS_PROTO 2           /* 2: the rules file's hash */
 #define PEERS_MAX_IFS 16
 #define PEERS_STEP_MS 30000   /* one protocol step; the plugin's own timeouts fire first */
 #define PEERS_CONNECT_MS 5000 /* reaching a peer's --serve port */
@@ -79,6 +80,10 @@ struct peers_hello {
   int32_t nifs;
   struct peers_if ifs[PEERS_MAX_IFS];
   int32_t probe_port; /* where this side accepts probes */
+  /* NCCL_RAIL_TUNER_FILE: 0 unset, 1 read (its hash), -errno unreadable.
+   * Ranks that load different rules choose differently and hang. */
+  int32_t rules_state;
+  uint64_t rules_hash;
 };
 
 struct peers_req {
@@ -135,6 +140,20 @@ static void peers_ntop(const struct sockaddr_storage *a, char *out, size_t len) 
   if (inet_ntop(a->ss_family, raw, out, (socklen_t)len) == NULL) snprintf(out, len, "?");
 }
 
+/* The site rules file this node's ranks would load, by the hash the
+ * plugin logs (tuner/rules.h). */
+static void peers_rules_fill(struct peers_hello *h) {
+  const char *path = rail_param_str(RAIL_PARAM_TUNER_FILE);
+  struct rail_tuner_rules *rules = NULL;
+  int rc;
+
+  if (path == NULL || path[0] == '\0') return;
+  rc = rail_tuner_rules_load(path, &rules);
+  h->rules_state = rc == 0 ? 1 : rc;
+  if (rc == 0) h->rules_hash = rules->hash;
+  rail_tuner_rules_free(rules);
+}
+
 /* The interfaces the plugin will use (net/core/net.c's discovery and
  * NCCL_RAIL_IFNAMES), and the bootstrap interface. */
 static void peers_hello_fill(const struct rail_doctor *d, struct peers_hello *h) {
@@ -151,6 +170,7 @@ static void peers_hello_fill(const struct rail_doctor *d, struct peers_hello *h)
     snprintf(h->boot_if, sizeof(h->boot_if), "%s", boot_name);
     peers_ntop(boot, h->boot_addr, sizeof(h->boot_addr));
   }
+  peers_rules_fill(h);
   if (ifs == NULL) return;
   if (rail_ifaces_discover(ifs, RAIL_IFACES_MAX, &n) == 0)
     n = rail_ifaces_select(ifs, n, rail_param_str(RAIL_PARAM_IFNAMES));
@@ -622,6 +642,42 @@ static void peers_report_unreached(struct rail_doctor *d, const struct rail_doct
                   P->local.ifs[i].name, P->local.ifs[i].addr, o->host, why[0] ? why : "none");
 }
 
+/* "fnv1a64 0123..." or why there is none. */
+static const char *peers_rules_str(const struct peers_hello *h, char *buf, size_t len) {
+  if (h->rules_state == 1)
+    snprintf(buf, len, "fnv1a64 %016" PRIx64, h->rules_hash);
+  else if (h->rules_state == 0)
+    snprintf(buf, len, "no NCCL_RAIL_TUNER_FILE");
+  else
+    snprintf(buf, len, "an unreadable NCCL_RAIL_TUNER_FILE (%s)", strerror(-h->rules_state));
+  return buf;
+}
+
+/* Every rank must load the same rules, or ranks choose differently and
+ * the job hangs: the two nodes' files compared by hash. */
+static void peers_report_rules(struct rail_doctor *d, const struct rail_doctor_peers *P,
+                               const struct peers_one *o) {
+  const struct peers_hello *L = &P->local, *R = &o->remote;
+  char mine[96], theirs[96], self[256];
+
+  if (L->rules_state == 0 && R->rules_state == 0) return;
+  peers_rules_str(L, mine, sizeof(mine));
+  peers_rules_str(R, theirs, sizeof(theirs));
+  if (L->rules_state == R->rules_state && L->rules_hash == R->rules_hash) {
+    rail_doctor_say(d, RAIL_DOCTOR_OK, "tuner rules", NULL,
+                    "%s: the same NCCL_RAIL_TUNER_FILE as this node (%s)", o->host, mine);
+    return;
+  }
+  if (gethostname(self, sizeof(self)) != 0) snprintf(self, sizeof(self), "this node");
+  self[sizeof(self) - 1] = '\0';
+  rail_doctor_say(d, RAIL_DOCTOR_FAIL, "tuner rules",
+                  "give every node the same NCCL_RAIL_TUNER_FILE (one shared path, or the same "
+                  "file copied; `nccl-rail tune` writes it)",
+                  "%s has %s, %s has %s: their ranks would choose different algorithms and the "
+                  "job would hang",
+                  self, mine, o->host, theirs);
+}
+
 static void peers_report(struct rail_doctor *d, const struct rail_doctor_peers *P,
                          const struct peers_one *o) {
   if (!o->reached || o->err[0] != '\0') {
@@ -635,6 +691,7 @@ static void peers_report(struct rail_doctor *d, const struct rail_doctor_peers *
                     o->host, o->port, o->remote.nifs, o->remote.nifs == 1 ? "" : "s");
   }
   peers_report_boot(d, P, o);
+  peers_report_rules(d, P, o);
   for (int i = 0; i < P->local.nifs; i++) {
     if (o->remote.nifs == 0) break;
     if (o->match[i] >= 0)
@@ -742,6 +799,9 @@ static void peers_json_one(const struct rail_doctor_peers *P, const struct peers
     rail_json_bool(j, "reaches_peer", o->boot_out == 0);
     rail_json_bool(j, "reached_by_peer", o->boot_in == 0);
     rail_json_object_end(j);
+    rail_json_bool(j, "same_tuner_rules",
+                   P->local.rules_state == o->remote.rules_state &&
+                       P->local.rules_hash == o->remote.rules_hash);
   }
   rail_json_array(j, "rails", RAIL_JSON_BLOCK);
   for (int i = 0; i < P->local.nifs && o->reached && o->err[0] == '\0'; i++) {

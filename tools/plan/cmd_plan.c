@@ -473,6 +473,9 @@ static int plan_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
   out->proto = row.proto;
   out->nccl_algo = row.nccl_algo;
   out->nccl_proto = row.nccl_proto;
+  out->rule_line = 0;
+  if (row.rule[0] != '\0' && strrchr(row.rule, ':') != NULL)
+    out->rule_line = atoi(strrchr(row.rule, ':') + 1);
   return 0;
 }
 

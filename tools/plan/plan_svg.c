@@ -60,6 +60,7 @@ struct ps_panel {
   int have[PS_NCAND];
   double bw[PS_NCAND][PS_MAX_SIZES];          /* predicted busbw, GB/s; -1 where not modelled */
   int pick[PS_MAX_SIZES], nccl[PS_MAX_SIZES]; /* candidate index, -1 none */
+  int rule[PS_MAX_SIZES];                     /* the site rule's line that chose, 0 none */
   int runs[PS_MAX_RUNS], nruns;               /* indexes into the measured runs */
   int nothing;                                /* no candidate at all */
 };
@@ -110,9 +111,11 @@ static void panel_compute(const struct ps_ctx *c, struct ps_panel *p) {
   p->nothing = 1;
   for (int i = 0; i < p->n; i++) {
     p->pick[i] = p->nccl[i] = -1;
+    p->rule[i] = 0;
     if (c->d->pick(c->s, p->coll, (size_t)1 << (p->lo + i), c->rules, &pk) != 0) continue;
     p->nothing = 0;
     p->pick[i] = pk.algo * RAIL_PROTO_COUNT + pk.proto;
+    p->rule[i] = pk.rule_line;
     if (pk.nccl_algo >= 0) p->nccl[i] = pk.nccl_algo * RAIL_PROTO_COUNT + pk.nccl_proto;
   }
 }
@@ -397,6 +400,32 @@ static void draw_band(struct rail_svg *s, const struct ps_panel *p, const int *p
   rail_svg_group_end(s);
 }
 
+/* The regions the site rules chose (`nccl-rail tune` writes them): each
+ * run of sizes one rule decided, outlined over the tuner's band and named
+ * by the rule's line. */
+static void draw_rule_regions(struct rail_svg *s, const struct ps_panel *p, double y) {
+  char name[32];
+
+  rail_svg_group(s, "rule-regions");
+  for (int i = 0; i < p->n;) {
+    int j = i;
+    double x0, x1;
+    while (j < p->n && p->rule[j] == p->rule[i])
+      j++;
+    if (p->rule[i] > 0) {
+      x0 = i == 0 ? PS_LEFT : ps_x(p, ldexp(1, p->lo + i));
+      x1 = j == p->n ? PS_LEFT + PS_PLOT_W : ps_x(p, ldexp(1, p->lo + j));
+      rail_svg_rect(s, "rule-region", x0, y - 2, x1 - x0, PS_BAND_H + 4, 0, "none", INK, 1.5,
+                    "4 2");
+      snprintf(name, sizeof(name), "rule line %d", p->rule[i]);
+      if (rail_svg_text_width(name, 9, 0) + 4 <= x1 - x0)
+        rail_svg_text(s, "rule-label", x0 + 2, y - 4, 9, RAIL_SVG_START, 0, INK, 0, name);
+    }
+    i = j;
+  }
+  rail_svg_group_end(s);
+}
+
 /* Every size a run of this collective measured, once, in order (at most
  * max); returns how many. */
 static int regret_sizes(const struct rail_measured *m, const struct ps_panel *p, uint64_t *sizes,
@@ -611,6 +640,7 @@ static double draw_panel(struct rail_svg *s, const struct ps_ctx *c, const struc
     draw_nccl(s, p, &fr);
     if (p->nruns) draw_measured(s, &c->d->meas, p, &fr);
     draw_band(s, p, p->pick, fr.top + PS_PLOT_H + 40, "band-tuner", "tuner");
+    if (c->rules != NULL) draw_rule_regions(s, p, fr.top + PS_PLOT_H + 40);
     draw_band(s, p, p->nccl, fr.top + PS_PLOT_H + 40 + PS_BAND_H + 5, "band-nccl", "NCCL alone");
     if (p->nruns) draw_regret(s, c, p, fr.top + PS_PLOT_H + 40 + 2 * (PS_BAND_H + 5) + 6);
   }

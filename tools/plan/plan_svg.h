@@ -23,6 +23,7 @@ struct rail_tuner_rules;
 struct rail_plan_pick {
   int algo, proto;
   int nccl_algo, nccl_proto;
+  int rule_line; /* the site rule's line that chose, 0 for the model */
 };
 /* cmd_plan.c hands its own down as rail_plan_draw.pick: the picture draws
  * the table's picks without calling up into the command. */

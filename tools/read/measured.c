@@ -22,7 +22,7 @@ struct tok {
 /* The columns of the table being read: indexes of size, the two busbw and
  * time columns (-1 where absent), and how many there are. */
 struct layout {
-  int ncols, size, busbw[2], time[2];
+  int ncols, size, busbw[2], time[2], wrong[2];
   int line; /* of the header; 0 for a layout taken from a row's shape */
 };
 
@@ -42,6 +42,11 @@ struct state {
    * (kept); cur: the open table's own */
   int coll;
   char pend[4][64], cur[4][64], kept[4][64];
+  /* the last "# Rank" block (ranks, distinct hosts, the GPU) and network */
+  int nranks, nhosts, hosts_cap, block_taken;
+  char (*hosts)[64];
+  char gpu[64], net[32];
+  int took_algo, took_proto, took_line; /* a TUNING line before the next table */
   char *err;
   size_t errlen;
 };
@@ -251,6 +256,7 @@ static int close_table(struct state *st) {
   return 0;
 }
 
+static void took(struct rail_measured_run *r, int algo, int proto, int line);
 static void open_table(struct state *st, const struct layout *lay) {
   st->open = 1;
   st->lay = *lay;
@@ -262,6 +268,13 @@ static void open_table(struct state *st, const struct layout *lay) {
   run_label(st, &st->run);
   st->coll = -1;
   memset(st->pend, 0, sizeof(st->pend));
+  st->run.nranks_seen = st->nranks;
+  st->run.nhosts = st->nhosts;
+  memcpy(st->run.gpu, st->gpu, sizeof(st->run.gpu));
+  memcpy(st->run.net, st->net, sizeof(st->run.net));
+  st->block_taken = 1;
+  if (st->took_line > 0) took(&st->run, st->took_algo, st->took_proto, st->took_line);
+  st->took_line = 0;
 }
 
 /* A line naming a test or an assignment while a table is open: a table
@@ -279,16 +292,142 @@ static int context_line(struct state *st, const struct tok *t, int n) {
   return 0;
 }
 
+/* ---- the job around the tables ------------------------------------------------ */
+
+/* "# Rank 3 Group 0 Pid 1234 on node1 device 3 [0x18] NVIDIA H100 80GB HBM3"
+ * (older releases have no Group): one rank of the job, its host and GPU.
+ * A block starts afresh after a table took the previous one. 1 if it is
+ * such a line. */
+static int rank_line(struct state *st, const struct tok *t, int n) {
+  int on = -1, dev = -1, h;
+  char host[64], gpu[64];
+  size_t o = 0;
+
+  if (n < 6 || !tok_is(&t[0], "#") || !tok_is(&t[1], "Rank") || !tok_digits(&t[2])) return 0;
+  for (int i = 3; i + 1 < n; i++) {
+    if (on < 0 && tok_is(&t[i], "on")) on = i;
+    if (on >= 0 && dev < 0 && i > on + 1 && tok_is(&t[i], "device")) dev = i;
+  }
+  if (on < 0) return 0;
+  snprintf(host, sizeof(host), "%.*s", (int)(t[on + 1].n < 63 ? t[on + 1].n : 63), t[on + 1].p);
+  gpu[0] = '\0';
+  for (int i = dev < 0 ? n : dev + 2; i < n; i++) {
+    if (i == dev + 2 && t[i].p[0] == '[') continue; /* the bus id */
+    o += (size_t)snprintf(gpu + o, o < sizeof(gpu) ? sizeof(gpu) - o : 0, "%s%.*s", o ? " " : "",
+                          (int)(t[i].n < 63 ? t[i].n : 63), t[i].p);
+    if (o >= sizeof(gpu)) o = sizeof(gpu) - 1;
+  }
+  if (st->block_taken) {
+    st->nranks = st->nhosts = st->block_taken = 0;
+    st->gpu[0] = '\0';
+  }
+  if (st->nranks++ == 0)
+    memcpy(st->gpu, gpu, sizeof(gpu));
+  else if (strcmp(st->gpu, gpu) != 0)
+    snprintf(st->gpu, sizeof(st->gpu), "mixed");
+  for (h = 0; h < st->nhosts && h < st->hosts_cap; h++)
+    if (strcmp(st->hosts[h], host) == 0) return 1;
+  if (st->nhosts == st->hosts_cap && st->hosts_cap < 4096) {
+    int cap = st->hosts_cap ? st->hosts_cap * 2 : 16;
+    char(*grown)[64] = realloc(st->hosts, (size_t)cap * sizeof(*grown));
+    if (grown == NULL) return 1; /* counted below as distinct: a bound, not a failure */
+    st->hosts = grown;
+    st->hosts_cap = cap;
+  }
+  if (st->nhosts < st->hosts_cap) memcpy(st->hosts[st->nhosts], host, sizeof(host));
+  st->nhosts++;
+  return 1;
+}
+
+/* collperf's own header (tools/collperf): "# collperf: 4 ranks (NCCL_HOSTID=
+ * collperf-<rank>) ..." (every rank its own node), "# device 0: NAME, MPS
+ * off", and "# AllReduce, 4 ranks, out of place" naming the collective. */
+static int collperf_line(struct state *st, const struct tok *t, int n) {
+  char w[32];
+  int c;
+
+  if (n < 3 || !tok_is(&t[0], "#")) return 0;
+  if (n >= 4 && tok_is(&t[1], "collperf:") && tok_digits(&t[2]) && tok_is(&t[3], "ranks")) {
+    st->nranks = st->nhosts = t[2].n > 6 ? 999999 : atoi(t[2].p);
+    st->block_taken = 0;
+    return 1;
+  }
+  if (tok_is(&t[1], "device") && t[2].n > 1 && t[2].p[t[2].n - 1] == ':') {
+    size_t o = 0;
+    for (int i = 3; i < n && o < sizeof(st->gpu) - 1; i++) {
+      size_t k = t[i].n, stop = t[i].p[k - 1] == ',';
+      o += (size_t)snprintf(st->gpu + o, sizeof(st->gpu) - o, "%s%.*s", o ? " " : "",
+                            (int)(k - stop < 60 ? k - stop : 60), t[i].p);
+      if (o >= sizeof(st->gpu)) o = sizeof(st->gpu) - 1;
+      if (stop) break;
+    }
+    return 1;
+  }
+  if (n >= 6 && t[1].n > 1 && t[1].n < sizeof(w) && t[1].p[t[1].n - 1] == ',' &&
+      tok_is(&t[3], "ranks,") && tok_is(&t[4], "out")) {
+    snprintf(w, sizeof(w), "%.*s", (int)t[1].n - 1, t[1].p);
+    if ((c = rail_tuner_coll_parse(w)) >= 0) st->coll = c;
+    return c >= 0;
+  }
+  return 0;
+}
+
+/* Keeps the first TUNING line that names another entry than the forcing. */
+static void took(struct rail_measured_run *r, int algo, int proto, int line) {
+  if (r->took_line == 0 &&
+      ((r->algo >= 0 && algo != r->algo) || (r->proto >= 0 && proto != r->proto))) {
+    r->took_algo = algo;
+    r->took_proto = proto;
+    r->took_line = line;
+  }
+}
+
+/* NCCL's "Using network IB" and its TUNING lines, "AllReduce: 1048576
+ * Bytes -> Algo 1 proto 2 time 45.3" (ids or names): what NCCL ran, which
+ * differs from a forcing NCCL could not honour. 1 if it is one. */
+static int tuning_line(struct state *st, const struct tok *t, int n, int line) {
+  for (int i = 0; i + 2 < n; i++)
+    if (tok_is(&t[i], "Using") && tok_is(&t[i + 1], "network")) {
+      snprintf(st->net, sizeof(st->net), "%.*s", (int)(t[i + 2].n < 31 ? t[i + 2].n : 31),
+               t[i + 2].p);
+      return 1;
+    }
+  for (int i = 0; i + 5 < n; i++) {
+    char a[32], p[32];
+    int algo, proto;
+    if (!tok_is(&t[i], "Bytes") || !tok_is(&t[i + 1], "->") || !tok_is(&t[i + 2], "Algo") ||
+        !tok_is(&t[i + 4], "proto"))
+      continue;
+    snprintf(a, sizeof(a), "%.*s", (int)(t[i + 3].n < 31 ? t[i + 3].n : 31), t[i + 3].p);
+    snprintf(p, sizeof(p), "%.*s", (int)(t[i + 5].n < 31 ? t[i + 5].n : 31), t[i + 5].p);
+    algo = tok_digits(&t[i + 3]) ? atoi(a) : rail_tuner_algo_parse(a);
+    proto = tok_digits(&t[i + 5]) ? atoi(p) : rail_tuner_proto_parse(p);
+    if (!st->open) {
+      /* NCCL's first calls (nccl-tests' warm-up) may log before the header */
+      if (st->took_line == 0) {
+        st->took_algo = algo;
+        st->took_proto = proto;
+        st->took_line = line;
+      }
+    } else {
+      took(&st->run, algo, proto, line);
+    }
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 /* A header line: the columns by name ("size", "busbw" twice, "time" or
  * "cputime" twice), 1 if it is one. */
 static int header_layout(const struct tok *t, int n, struct layout *lay, int line) {
-  int nb = 0, nt = 0, start = 0;
+  int nb = 0, nt = 0, nw = 0, start = 0;
 
   if (n > 0 && t[0].n >= 1 && t[0].p[0] == '#') start = t[0].n == 1 ? 1 : 0;
   memset(lay, 0, sizeof(*lay));
   lay->size = lay->busbw[0] = lay->busbw[1] = lay->time[0] = lay->time[1] = -1;
+  lay->wrong[0] = lay->wrong[1] = -1;
   for (int i = start; i < n; i++) {
     struct tok x = t[i];
     int col = i - start;
@@ -299,6 +438,7 @@ static int header_layout(const struct tok *t, int n, struct layout *lay, int lin
     if (tok_is(&x, "size") && lay->size < 0) lay->size = col;
     if (tok_is(&x, "busbw") && nb < 2) lay->busbw[nb++] = col;
     if ((tok_is(&x, "time") || tok_is(&x, "cputime")) && nt < 2) lay->time[nt++] = col;
+    if (tok_is(&t[i], "#wrong") && nw < 2) lay->wrong[nw++] = col;
   }
   lay->ncols = n - start;
   lay->line = line;
@@ -320,6 +460,7 @@ static int guess_layout(const struct tok *t, int n, struct layout *lay) {
   lay->busbw[0] = lay->time[0] + 2;
   lay->time[1] = lay->time[0] + 4;
   lay->busbw[1] = lay->time[0] + 6;
+  lay->wrong[0] = lay->wrong[1] = -1; /* old releases printed an error, not a count */
   return number(&t[lay->time[0]], &v) == 0 && number(&t[lay->busbw[0]], &v) == 0;
 }
 
@@ -361,6 +502,13 @@ static int add_row(struct state *st, const struct tok *t, int n, int line, const
   if (L->time[0] >= 0 && number(&t[L->time[0]], &pt.time_us) != 0)
     return fail(st, line, lp, ln, "time '%.*s' is not a time in us",
                 (int)(t[L->time[0]].n > 24 ? 24 : t[L->time[0]].n), t[L->time[0]].p);
+  pt.time_ip_us = -1;
+  if (L->time[1] >= 0 && L->time[1] < n && number(&t[L->time[1]], &pt.time_ip_us) != 0)
+    pt.time_ip_us = -1;
+  for (int w = 0; w < 2; w++)
+    /* "N/A" where validation was off (-c 0): nothing counted. */
+    if (L->wrong[w] >= 0 && L->wrong[w] < n && tok_digits(&t[L->wrong[w]]))
+      pt.wrong += t[L->wrong[w]].n > 9 ? 999999999 : atoll(t[L->wrong[w]].p);
   if (++st->total_rows > RAIL_MEASURED_MAX_ROWS) {
     snprintf(st->err, st->errlen, "%s:%d: more than %d rows", st->name, line,
              RAIL_MEASURED_MAX_ROWS);
@@ -429,12 +577,17 @@ static int one_line(struct state *st, const char *lp, size_t ln, int line) {
     return rc;
   }
   if (footer(t + k, n - k)) {
-    int rc = close_table(st);
+    int rc;
+    if (st->open) st->run.ended = 1;
+    rc = close_table(st);
     /* What the next table's command line says starts afresh. */
     st->coll = -1;
     memset(st->pend, 0, sizeof(st->pend));
     return rc;
   }
+  if (rank_line(st, t + k, n - k) || collperf_line(st, t + k, n - k) ||
+      tuning_line(st, t + k, n - k, line))
+    return 0;
   return context_line(st, t + k, n - k);
 }
 
@@ -475,6 +628,7 @@ int rail_measured_parse(const char *name, const char *buf, size_t len, int defau
   }
   if (rc == 0) rc = close_table(&st);
   free(st.run.pts);
+  free(st.hosts);
   if (rc == 0 && out->nruns == 0) {
     if (out->skipped > 0)
       snprintf(err, errlen,

@@ -32,10 +32,12 @@
 #define RAIL_MEASURED_LABEL 128
 
 struct rail_measured_point {
-  uint64_t bytes;   /* nccl-tests' size: the total buffer for allgather/reducescatter */
-  double busbw_gbs; /* out-of-place; in-place where the row has only that */
-  double time_us;   /* the same placement's time */
-  int line;         /* where the row is, 1-based */
+  uint64_t bytes;    /* nccl-tests' size: the total buffer for allgather/reducescatter */
+  double busbw_gbs;  /* out-of-place; in-place where the row has only that */
+  double time_us;    /* the same placement's time */
+  double time_ip_us; /* the in-place time beside it; -1 where the row has none */
+  long long wrong;   /* #wrong, out-of-place plus in-place; 0 where not counted */
+  int line;          /* where the row is, 1-based */
 };
 
 struct rail_measured_run {
@@ -44,6 +46,17 @@ struct rail_measured_run {
   int nccl_alone;                  /* NCCL_RAIL_TUNER=0 or NCCL_NET_PLUGIN=none */
   char label[RAIL_MEASURED_LABEL]; /* "NCCL_ALGO=Ring NCCL_PROTO=LL", "" when none */
   int line;                        /* its first row */
+  /* What the lines around the table say of the job, for `nccl-rail tune`:
+   * nccl-tests' "# Rank N ... on HOST device D [bus] MODEL" block above it
+   * (the file's last one where it has none of its own), NCCL's "Using
+   * network X", and NCCL's TUNING lines ("N Bytes -> Algo A proto P"). */
+  int nranks_seen; /* rank lines, 0 when none */
+  int nhosts;      /* distinct hosts among them */
+  char gpu[64];    /* the first rank's GPU model, "mixed" where ranks differ */
+  char net[32];    /* "IB", "Socket", ... "" when not logged */
+  int ended;       /* nccl-tests' closing lines ("# Avg bus bandwidth") end it */
+  int took_algo, took_proto, took_line; /* the first TUNING line naming another algorithm
+                                         * or protocol than the forcing; took_line 0: none */
   int npoints;
   struct rail_measured_point *pts; /* owned */
 };

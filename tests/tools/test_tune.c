@@ -1,0 +1,179 @@
+/* unit.tune: nccl-rail tune's rules hold. For every fixture of
+ * tests/tools/data/tune, the file tune writes is loaded by the plugin's own
+ * tuner (tuner/tuner.c), handed the cost table NCCL builds for the shape,
+ * and at every measured size its pick must be a measured winner within the
+ * threshold; between two measured sizes, within the threshold of the
+ * winner at one of them. Without the file the same check must fail
+ * somewhere, or it would prove nothing. The reader's new fields
+ * (tools/read/measured.h) are checked here too. */
+#include <errno.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "tests/unit/test.h"
+#include "tools/read/measured.h"
+#include "tools/tune/tune.h"
+
+static const char *const fixtures[] = {"crafted-h100-2nodes-ib.txt", "crafted-a100-4nodes-roce.txt",
+                                       "crafted-t4-2nodes-tcp.txt"};
+
+static void fixture_path(const char *name, char *out, size_t len) {
+  const char *src = getenv("RAIL_SOURCE_DIR");
+  snprintf(out, len, "%s/tests/tools/data/tune/%s", src ? src : ".", name);
+}
+
+static int misses(const struct rail_tune_set *set, const char *rules_path, int verbose) {
+  return rail_tune_check(set, rules_path, verbose ? stdout : NULL);
+}
+
+TEST(tune_rules_pick_a_measured_winner_at_every_size) {
+  for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++) {
+    char path[1024], rules[256], err[512], *text = NULL;
+    const char *files[1] = {path};
+    struct rail_tune_set set;
+    struct rail_tune_opts o;
+
+    rail_tune_opts_default(&o);
+    fixture_path(fixtures[f], path, sizeof(path));
+    snprintf(rules, sizeof(rules), "/tmp/unit-tune-%d-%zu.rules", (int)getpid(), f);
+    CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), 0);
+    if (set.ngroups == 0) {
+      printf("    %s: %s\n", fixtures[f], err);
+      continue;
+    }
+    CHECK_EQ_INT(rail_tune_rules_text(&set, &text, NULL), 0);
+    CHECK_EQ_INT(rail_tune_write_atomic(rules, text, err, sizeof(err)), 0);
+    printf("    %s: %d misses without rules\n", fixtures[f], misses(&set, "", 0));
+    CHECK_EQ_INT(misses(&set, rules, 1), 0);
+    unlink(rules);
+    free(text);
+    rail_tune_set_free(&set);
+  }
+}
+
+/* The check above can fail: on some fixture the plugin's own model misses. */
+TEST(tune_without_rules_the_model_misses_somewhere) {
+  int total = 0;
+
+  for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++) {
+    char path[1024], err[512];
+    const char *files[1] = {path};
+    struct rail_tune_set set;
+    struct rail_tune_opts o;
+
+    rail_tune_opts_default(&o);
+    fixture_path(fixtures[f], path, sizeof(path));
+    if (rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)) != 0) continue;
+    total += misses(&set, "", 0);
+    rail_tune_set_free(&set);
+  }
+  CHECK(total > 0);
+}
+
+TEST(tune_text_is_the_same_for_the_same_logs) {
+  char path[1024], err[512], *a = NULL, *b = NULL;
+  const char *files[1] = {path};
+  struct rail_tune_set set;
+  struct rail_tune_opts o;
+
+  rail_tune_opts_default(&o);
+  fixture_path(fixtures[1], path, sizeof(path));
+  CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), 0);
+  CHECK_EQ_INT(rail_tune_rules_text(&set, &a, NULL), 0);
+  CHECK_EQ_INT(rail_tune_rules_text(&set, &b, NULL), 0);
+  CHECK(a && b && strcmp(a, b) == 0);
+  /* every rule carries its evidence: a comment naming the file and line */
+  CHECK(a && strstr(a, "crafted-a100-4nodes-roce.txt:") != NULL);
+  free(a);
+  free(b);
+  rail_tune_set_free(&set);
+}
+
+/* A run of allreduce at `nodes` hosts of one GPU, algo/proto forced, with
+ * time = lat + bytes / 1000 at 1 MiB and 4 MiB; written to path. */
+static void write_run(FILE *f, int nodes, const char *algo, double lat) {
+  fprintf(f, "$ mpirun -x NCCL_ALGO=%s -x NCCL_PROTO=simple ./all_reduce_perf\n", algo);
+  for (int r = 0; r < nodes; r++)
+    fprintf(f, "#  Rank %d Group 0 Pid %d on host%d device 0 [0x18] NVIDIA H100 80GB HBM3\n", r, r,
+            r);
+  fprintf(f, "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n");
+  for (int i = 0; i < 2; i++) {
+    double t = lat + (double)(1048576 << (2 * i)) / 1000;
+    fprintf(f, "%d %d float sum -1 %.2f 1 1 0 %.2f 1 1 0\n", 1048576 << (2 * i), 262144 << (2 * i),
+            t, t);
+  }
+  fprintf(f, "# Avg bus bandwidth : 1\n");
+}
+
+/* Measured at 2 and 8 nodes: each rule stands for the counts within a
+ * factor of 2 nearer to its own (2: 2-4, 8: 5-16), never one node. */
+TEST(tune_node_counts_take_the_nearest_measured_within_2x) {
+  char path[256], err[512], *text = NULL;
+  const char *files[1] = {path};
+  struct rail_tune_set set;
+  struct rail_tune_opts o;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/tmp/unit-tune-nodes-%d.txt", (int)getpid());
+  f = fopen(path, "w");
+  if (f == NULL) return;
+  /* Tree far ahead of Ring everywhere: a rule wherever the plugin picks Ring */
+  for (int k = 0; k < 2; k++) {
+    write_run(f, k ? 8 : 2, "ring", 5000);
+    write_run(f, k ? 8 : 2, "tree", 10);
+  }
+  fclose(f);
+  rail_tune_opts_default(&o);
+  CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), 0);
+  if (set.ngroups != 2) {
+    printf("    %s\n", err);
+    unlink(path);
+    return;
+  }
+  CHECK_EQ_INT(rail_tune_rules_text(&set, &text, NULL), 0);
+  CHECK(text && strstr(text, "nodes=2-4  ranks=2-4  ->  tree  simple") != NULL);
+  CHECK(text && strstr(text, "nodes=5-16  ranks=5-16  ->  tree  simple") != NULL);
+  CHECK(text && strstr(text, "nodes=1-") == NULL);
+  free(text);
+  rail_tune_set_free(&set);
+  unlink(path);
+}
+
+TEST(measured_reads_the_job_around_the_table) {
+  static const char log[] =
+      "#  Rank  0 Group  0 Pid  1 on  hostA device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  2 on  hostA device  1 [0x19] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  2 Group  0 Pid  3 on  hostB device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  3 Group  0 Pid  4 on  hostB device  1 [0x19] NVIDIA H100 80GB HBM3\n"
+      "hostA:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\n"
+      "hostA:1:1 [0] NCCL INFO Using network IB\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n"
+      "hostA:1:1 [0] NCCL INFO AllReduce: 1024 Bytes -> Algo 1 proto 2 time 10.0\n"
+      "        1024           256     float     sum      -1    10.00    0.10    0.15      0    "
+      "11.00    0.09    0.14      2\n"
+      "# Avg bus bandwidth    : 0.15\n";
+  struct rail_measured m;
+  char err[256];
+
+  CHECK_EQ_INT(
+      rail_measured_parse("x.txt", log, sizeof(log) - 1, RAIL_COLL_ALLREDUCE, &m, err, sizeof(err)),
+      0);
+  if (m.nruns != 1) return;
+  CHECK_EQ_INT(m.runs[0].nranks_seen, 4);
+  CHECK_EQ_INT(m.runs[0].nhosts, 2);
+  CHECK_EQ_STR(m.runs[0].gpu, "NVIDIA H100 80GB HBM3");
+  CHECK_EQ_STR(m.runs[0].net, "IB");
+  CHECK_EQ_INT(m.runs[0].ended, 1);
+  CHECK_EQ_INT(m.runs[0].algo, RAIL_ALGO_TREE);
+  CHECK_EQ_INT(m.runs[0].took_line, 8);
+  CHECK_EQ_INT(m.runs[0].took_algo, RAIL_ALGO_RING);
+  CHECK_EQ_INT((int)m.runs[0].pts[0].wrong, 2);
+  CHECK(fabs(m.runs[0].pts[0].time_ip_us - 11.0) < 1e-9);
+  rail_measured_free(&m);
+}
+
+RAIL_TEST_MAIN(tune_rules_pick_a_measured_winner_at_every_size,
+               tune_node_counts_take_the_nearest_measured_within_2x,
+               tune_without_rules_the_model_misses_somewhere,
+               tune_text_is_the_same_for_the_same_logs, measured_reads_the_job_around_the_table)

@@ -1,0 +1,71 @@
+#!/bin/bash
+# nccl-rail tune on the fixtures of tests/tools/data/tune: bad input exits 1
+# with "FILE:LINE: why" and writes nothing (an existing rules file is left
+# as it was); good input writes the same bytes twice, and the plugin's
+# rules parser reads every line of it. $1: nccl-rail; $2: the source tree.
+set -u
+cli=$1 src=$2
+d=$src/tests/tools/data/tune
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check.sh" # check, $fail
+
+# refused: the message names the file and the line at fault
+refused() { # <what> <pattern> <files...>
+  local what=$1 pat=$2
+  shift 2
+  echo "old rules" >"$tmp/rules"
+  "$cli" tune -o "$tmp/rules" --from "$@" 2>"$tmp/err"
+  local rc=$?
+  cat "$tmp/err"
+  check "$what: exit 1" test $rc -eq 1
+  check "$what: names file:line" grep -Eq "$pat" "$tmp/err"
+  check "$what: nothing written" test "$(cat "$tmp/rules")" = "old rules"
+  check "$what: no temporary left" test -z "$(ls "$tmp" | grep tmp)"
+}
+refused "#wrong" "bad-wrong.txt:[0-9]+: #wrong is 3" "$d/bad-wrong.txt"
+refused "truncated" "bad-truncated.txt:[0-9]+: .*truncated" "$d/bad-truncated.txt"
+refused "fallback" "bad-fallback.txt:[0-9]+: NCCL ran ring/simple where the run forced nvls/simple" \
+  "$d/bad-fallback.txt"
+refused "same times" "bad-same-times.txt:[0-9]+: .*same times" "$d/bad-same-times.txt"
+refused "sizes on one side" "bad-sizes.txt:[0-9]+: sizes missing on one side" "$d/bad-sizes.txt"
+refused "shapes" "bad-shape-a100.txt:[0-9]+: logs from different shapes" \
+  "$d/crafted-h100-2nodes-ib.txt" "$d/bad-shape-a100.txt"
+refused "no forcing" "bad-no-forcing.txt:[0-9]+: the run's forced algorithm is not known" \
+  "$d/bad-no-forcing.txt"
+refused "empty set" "an empty set"
+: >"$tmp/empty.txt"
+refused "empty file" "empty.txt: no nccl-tests table rows"  "$tmp/empty.txt"
+
+# the forcing from the file's name, where the log does not say it
+cp "$d/bad-no-forcing.txt" "$tmp/allreduce-ring-simple.txt"
+"$cli" tune --from "$tmp/allreduce-ring-simple.txt" -o "$tmp/named" 2>"$tmp/err"
+check "forcing from the file's name" test $? -eq 0
+"$cli" tune --algo ring --proto simple --from "$d/bad-no-forcing.txt" -o "$tmp/opt" 2>"$tmp/err"
+check "forcing from --algo/--proto" test $? -eq 0
+
+# good input: the same bytes twice, and every non-comment line a rule the
+# plugin's parser takes (plan reads the file with the plugin's parser)
+for f in "$d"/crafted-*.txt; do
+  b=$(basename "$f" .txt)
+  "$cli" tune --from "$f" -o "$tmp/$b.1" 2>/dev/null
+  check "$b: written" test -s "$tmp/$b.1"
+  "$cli" tune --from "$f" -o "$tmp/$b.2" 2>/dev/null
+  check "$b: the same bytes twice" cmp -s "$tmp/$b.1" "$tmp/$b.2"
+  check "$b: rules with evidence" grep -q "^#   .*$b.txt:[0-9]" "$tmp/$b.1"
+  NCCL_RAIL_TUNER_FILE=$tmp/$b.1 "$cli" plan --nodes 2 --gpus 8 >"$tmp/plan" 2>&1
+  check "$b: the plugin's parser takes every line" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
+  check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
+done
+# docs/tuning.md's rules file and picture are what these commands write now
+cd "$src" || exit 1
+"$cli" tune --from tests/tools/data/tune/crafted-t4-2nodes-tcp.txt -o "$tmp/doc.rules" 2>/dev/null
+sed "s|$tmp/doc.rules|docs/tuning-t4-tcp.rules|" "$tmp/doc.rules" >"$tmp/doc2.rules"
+check "docs/tuning-t4-tcp.rules is current (scripts: the command in docs/tuning.md)" \
+  cmp -s "$tmp/doc2.rules" docs/tuning-t4-tcp.rules
+NCCL_RAIL_TUNER_FILE=docs/tuning-t4-tcp.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
+  --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 2 --gpus 1 --nics 0 \
+  --collective allreduce --measured tests/tools/data/tune/crafted-t4-2nodes-tcp.txt \
+  --svg "$tmp/doc.svg" >/dev/null 2>&1
+check "docs/tuning-t4-tcp.svg is current" cmp -s "$tmp/doc.svg" docs/tuning-t4-tcp.svg
+exit $fail

@@ -1,0 +1,139 @@
+/* nccl-rail tune: measured sweeps (nccl-tests or collperf output, one run
+ * per forced NCCL_ALGO/NCCL_PROTO) turned into the site rules file every
+ * rank loads (NCCL_RAIL_TUNER_FILE, tuner/rules.h); docs/tuning.md,
+ * "Measuring your own cluster".
+ *
+ * The set: every run of the input files, grouped by collective and node
+ * count; within a group, one candidate per (algorithm, protocol), with
+ * every time measured at each size (out-of-place and in-place, and every
+ * repeated run). A rule is written for the sizes where the measured winner
+ * beats what the plugin picks without rules (tuner/: NCCL's table for the
+ * job's shape, decided as the plugin decides) by more than the threshold:
+ * the larger of min_gain and the spread of either candidate's own times.
+ * A measured size owns the sizes up to the next one measured; adjacent
+ * sizes with the same rule merge into one range. A node count not measured
+ * takes the nearest measured one's rules within a factor of 2 (never one
+ * node from more, nor more from one).
+ *
+ * Errors name the file and line and write nothing. Pure functions but for
+ * reading the inputs and rail_tune_write's file; not thread-safe. */
+#ifndef RAIL_TOOLS_TUNE_H
+#define RAIL_TOOLS_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tuner/model.h"
+
+#define RAIL_TUNE_MIN_GAIN 0.05 /* the default threshold, a fraction of the time */
+
+struct rail_tune_opts {
+  double min_gain; /* the threshold's floor, a fraction (0.05: 5%) */
+  int algo, proto; /* --algo/--proto for runs whose log does not say; -1 */
+  int coll;        /* --collective for tables whose test is not named; -1 */
+  int fabric;      /* --fabric: written as the file's "fabric" line; -1 for none */
+  int nics;        /* rails a node for the shape the plugin's pick is judged on; 0: auto */
+  double gbps;     /* their rate; 0: auto */
+};
+
+void rail_tune_opts_default(struct rail_tune_opts *o);
+
+/* One (algorithm, protocol) at one size: every time measured there. */
+struct rail_tune_point {
+  uint64_t bytes;
+  int n;
+  double sum, min, max; /* us */
+  const char *file;     /* the first row's file (the caller's string) and line */
+  int line;
+};
+
+struct rail_tune_cand {
+  int algo, proto;
+  const char *file; /* its first run */
+  int line;
+  int npts, cap;
+  struct rail_tune_point *pts; /* by size */
+};
+
+struct rail_tune_group {
+  int coll, nodes, ranks;
+  int ncand;
+  struct rail_tune_cand cand[RAIL_ALGO_COUNT * RAIL_PROTO_COUNT];
+};
+
+struct rail_tune_set {
+  int gpn;                /* GPUs (ranks) a node */
+  char gpu[64];           /* the GPU model the logs name */
+  char net[32];           /* NCCL's network, "" when not logged */
+  const char *shape_file; /* the run the shape was first taken from */
+  int shape_line;
+  struct rail_tune_opts o;
+  int ngroups;
+  struct rail_tune_group *groups; /* by collective, then nodes */
+};
+
+/* Reads files[0..nfiles) into *set. 0, or -errno with err "FILE:LINE: why"
+ * (nothing kept). Free with rail_tune_set_free after success only. */
+int rail_tune_set_read(const char *const *files, int nfiles, const struct rail_tune_opts *o,
+                       struct rail_tune_set *set, char *err, size_t errlen);
+void rail_tune_set_free(struct rail_tune_set *set);
+
+/* The job's shape at a node count: GPUs a node and GPU model from the logs,
+ * the network from the log's "Using network" and the options. */
+void rail_tune_shape(const struct rail_tune_set *set, int nodes, struct rail_tuner_shape *out);
+/* NCCL's cost table for the shape (tuner/nccl_model.h), as NCCL hands it
+ * to the plugin. */
+void rail_tune_table(const struct rail_tuner_shape *s, int coll, uint64_t bytes,
+                     float table[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT]);
+/* What the plugin picks without rules on that table: 0, or -ENOENT. */
+int rail_tune_baseline(const struct rail_tune_set *set, int coll, int nodes, uint64_t bytes,
+                       int *algo, int *proto);
+/* A point's mean time and relative spread ((max - min) / min). */
+double rail_tune_mean(const struct rail_tune_point *p);
+double rail_tune_noise(const struct rail_tune_point *p);
+/* The candidate of (algo, proto) in a group, or NULL; its point at bytes,
+ * or NULL. */
+const struct rail_tune_cand *rail_tune_cand_find(const struct rail_tune_group *g, int algo,
+                                                 int proto);
+const struct rail_tune_point *rail_tune_point_at(const struct rail_tune_cand *c, uint64_t bytes);
+
+/* The rules file's text (malloc'd, NUL-terminated) into *out; deterministic:
+ * the same set gives the same bytes. summary, if not NULL, gets one line per
+ * group saying how many rules and why. 0 or -ENOMEM. */
+int rail_tune_rules_text(const struct rail_tune_set *set, char **out, FILE *summary);
+
+/* Writes text to path through a temporary file in the same folder, renamed
+ * over it: a failed run leaves no half file. 0 or -errno, said in err. */
+int rail_tune_write_atomic(const char *path, const char *text, char *err, size_t errlen);
+
+/* The plugin's own tuner (tuner/tuner.h) loaded with rules_path ("" for
+ * none), handed the table NCCL builds for each group's shape: at every
+ * measured size its pick must be measured within the threshold of the
+ * winner, and at the geometric middle of two neighbouring sizes within the
+ * threshold of one of theirs. Returns the misses (each a line on report,
+ * if not NULL), or -ENOMEM. */
+int rail_tune_check(const struct rail_tune_set *set, const char *rules_path, FILE *report);
+
+/* tune --run: what to sweep and how. */
+struct rail_tune_run {
+  const char *hosts;      /* mpirun's --host list ("h1:8,h2:8"); NULL: mpirun's default */
+  const char *nccl_tests; /* the folder of nccl-tests' binaries; NULL: PATH */
+  const char *self_dir;   /* where nccl-rail is (collperf may sit beside it) */
+  const char *logs;       /* the folder the runs' logs go to */
+  uint64_t max_bytes;     /* sizes from 8 B to this, x2 */
+  double time_limit_s;    /* the whole sweep's bound */
+  int ranks;              /* processes (mpirun -np, collperf --ranks) */
+  unsigned colls;         /* bit per enum rail_coll */
+};
+
+/* Runs the sweep: each (collective, algorithm, protocol) NCCL may run,
+ * nccl-tests under srun (in a Slurm allocation) or mpirun where found, else
+ * collperf; a progress line with an ETA per run on stderr; runs past the
+ * time limit cut. *files gets the logs of the runs that completed (malloc'd,
+ * in a deterministic order). 0 or -errno, said on stderr. */
+int rail_tune_sweep(const struct rail_tune_run *r, char ***files, int *nfiles);
+
+int rail_cmd_tune(int argc, char **argv);
+
+#endif

@@ -1,0 +1,217 @@
+/* nccl-rail tune --run: the sweep itself, one run per (collective,
+ * algorithm, protocol), each under its forced NCCL_ALGO/NCCL_PROTO, into a
+ * folder of logs that --from then reads (tune.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/tune/tune.h"
+
+/* What NCCL may run: Tree only for AllReduce, NVLS for the three NVLS
+ * serves, PAT for AllGather/ReduceScatter, CollNet for AllReduce; those
+ * past Ring and Tree only with Simple. A forcing NCCL cannot honour fails
+ * the run (2.19 and later) and is skipped with a note. */
+static const struct {
+  int algo, proto;
+} tune_entries[] = {{RAIL_ALGO_RING, RAIL_PROTO_LL},
+                    {RAIL_ALGO_RING, RAIL_PROTO_LL128},
+                    {RAIL_ALGO_RING, RAIL_PROTO_SIMPLE},
+                    {RAIL_ALGO_TREE, RAIL_PROTO_LL},
+                    {RAIL_ALGO_TREE, RAIL_PROTO_LL128},
+                    {RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE},
+                    {RAIL_ALGO_NVLS, RAIL_PROTO_SIMPLE},
+                    {RAIL_ALGO_NVLS_TREE, RAIL_PROTO_SIMPLE},
+                    {RAIL_ALGO_PAT, RAIL_PROTO_SIMPLE},
+                    {RAIL_ALGO_COLLNET_DIRECT, RAIL_PROTO_SIMPLE},
+                    {RAIL_ALGO_COLLNET_CHAIN, RAIL_PROTO_SIMPLE}};
+
+static int entry_for(int coll, int algo) {
+  switch (algo) {
+  case RAIL_ALGO_TREE:
+  case RAIL_ALGO_COLLNET_DIRECT:
+  case RAIL_ALGO_COLLNET_CHAIN:
+  case RAIL_ALGO_NVLS_TREE:
+    return coll == RAIL_COLL_ALLREDUCE;
+  case RAIL_ALGO_NVLS:
+    return coll == RAIL_COLL_ALLREDUCE || coll == RAIL_COLL_ALLGATHER ||
+           coll == RAIL_COLL_REDUCESCATTER;
+  case RAIL_ALGO_PAT:
+    return coll == RAIL_COLL_ALLGATHER || coll == RAIL_COLL_REDUCESCATTER;
+  }
+  return 1;
+}
+
+static const char *const test_names[RAIL_COLL_COUNT] = {[RAIL_COLL_BROADCAST] = "broadcast_perf",
+                                                        [RAIL_COLL_REDUCE] = "reduce_perf",
+                                                        [RAIL_COLL_ALLGATHER] = "all_gather_perf",
+                                                        [RAIL_COLL_REDUCESCATTER] =
+                                                            "reduce_scatter_perf",
+                                                        [RAIL_COLL_ALLREDUCE] = "all_reduce_perf"};
+
+/* PATH's (or dir's) executable named name into out; 0 or -ENOENT. */
+static int find_exe(const char *dir, const char *name, char *out, size_t len) {
+  const char *path = dir ? dir : getenv("PATH");
+  char one[4096];
+
+  while (path != NULL && *path != '\0') {
+    size_t n = dir ? strlen(path) : strcspn(path, ":");
+    snprintf(one, sizeof(one), "%.*s/%s", (int)n, path, name);
+    if (access(one, X_OK) == 0) {
+      snprintf(out, len, "%s", one);
+      return 0;
+    }
+    path += n;
+    if (*path == ':') path++;
+  }
+  return -ENOENT;
+}
+
+/* The command for one run into argv (strings in store). */
+static int run_argv(const struct rail_tune_run *r, int coll, char store[8][4096],
+                    const char **argv) {
+  int k = 0;
+
+  snprintf(store[3], 4096, "%llu", (unsigned long long)r->max_bytes);
+  snprintf(store[4], 4096, "%d", r->ranks);
+  if (find_exe(r->nccl_tests, test_names[coll], store[0], 4096) == 0) {
+    if (getenv("SLURM_JOB_ID") != NULL && find_exe(NULL, "srun", store[1], 4096) == 0) {
+      argv[k++] = store[1]; /* Slurm's allocation, the environment inherited */
+    } else if (find_exe(NULL, "mpirun", store[1], 4096) == 0) {
+      argv[k++] = store[1];
+      argv[k++] = "-np";
+      argv[k++] = store[4];
+      if (r->hosts != NULL) {
+        argv[k++] = "--host";
+        argv[k++] = r->hosts;
+      }
+      argv[k++] = "-x";
+      argv[k++] = "NCCL_ALGO";
+      argv[k++] = "-x";
+      argv[k++] = "NCCL_PROTO";
+      argv[k++] = "-x";
+      argv[k++] = "NCCL_DEBUG";
+      argv[k++] = "-x";
+      argv[k++] = "NCCL_DEBUG_SUBSYS";
+    } else {
+      return -ENOENT;
+    }
+    argv[k++] = store[0];
+    argv[k++] = "-b";
+    argv[k++] = "8";
+    argv[k++] = "-e";
+    argv[k++] = store[3];
+    argv[k++] = "-f";
+    argv[k++] = "2";
+    argv[k++] = "-g";
+    argv[k++] = "1";
+  } else if (find_exe(NULL, "collperf", store[0], 4096) == 0 ||
+             find_exe(r->self_dir, "collperf", store[0], 4096) == 0) {
+    /* no nccl-tests: collperf, its own launcher on this host */
+    argv[k++] = store[0];
+    argv[k++] = "--ranks";
+    argv[k++] = store[4];
+    argv[k++] = "--coll";
+    argv[k++] = rail_tuner_coll_name(coll);
+    argv[k++] = "--min";
+    argv[k++] = "8";
+    argv[k++] = "--max";
+    argv[k++] = store[3];
+  } else {
+    return -ENOENT;
+  }
+  argv[k] = NULL;
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One run, its output into log, killed at deadline. 0, the exit status,
+ * or -ETIMEDOUT. */
+static int run_one(const char **argv, const char *log, int algo, int proto, double deadline) {
+  int status, fd;
+  pid_t pid = fork();
+
+  if (pid < 0) return -errno;
+  if (pid == 0) {
+    setpgid(0, 0);
+    fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
+    setenv("NCCL_ALGO", rail_tuner_algo_name(algo), 1);
+    setenv("NCCL_PROTO", rail_tuner_proto_name(proto), 1);
+    /* NCCL's own lines say what it ran (tune refuses a forcing it did not take) */
+    setenv("NCCL_DEBUG", "INFO", 0);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING", 0);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (now_s() > deadline) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -ETIMEDOUT;
+    }
+    usleep(20000);
+  }
+}
+
+int rail_tune_sweep(const struct rail_tune_run *r, char ***files_out, int *nfiles_out) {
+  char store[8][4096], **files = NULL;
+  const char *argv[48];
+  int total = 0, done = 0, nfiles = 0, rc = 0;
+  double start = now_s(), deadline = start + r->time_limit_s;
+
+  if (mkdir(r->logs, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "nccl-rail tune: %s: %s\n", r->logs, strerror(errno));
+    return -errno;
+  }
+  for (int c = 0; c < RAIL_COLL_COUNT; c++)
+    for (size_t e = 0; e < sizeof(tune_entries) / sizeof(tune_entries[0]); e++)
+      total += (r->colls >> c & 1) && entry_for(c, tune_entries[e].algo);
+  files = calloc((size_t)total + 1, sizeof(*files));
+  if (files == NULL) return -ENOMEM;
+  for (int c = RAIL_COLL_COUNT - 1; c >= 0 && rc == 0; c--)
+    for (size_t e = 0; e < sizeof(tune_entries) / sizeof(tune_entries[0]); e++) {
+      int a = tune_entries[e].algo, p = tune_entries[e].proto, st;
+      char log[4096];
+      double t0 = now_s(), left;
+      if (!(r->colls >> c & 1) || !entry_for(c, a)) continue;
+      if (run_argv(r, c, store, argv) != 0) {
+        fprintf(stderr,
+                "nccl-rail tune: neither nccl-tests' %s (on PATH or --nccl-tests DIR) "
+                "with srun or mpirun, nor collperf, was found\n",
+                test_names[c]);
+        rc = -ENOENT;
+        break;
+      }
+      snprintf(log, sizeof(log), "%s/%s-%s-%s.log", r->logs, rail_tuner_coll_name(c),
+               rail_tuner_algo_name(a), rail_tuner_proto_name(p));
+      st = t0 > deadline ? -ETIMEDOUT : run_one(argv, log, a, p, deadline);
+      done++;
+      left = (now_s() - start) / done * (total - done);
+      fprintf(stderr, "nccl-rail tune: [%d/%d] %s %s/%s: %s (%.1f s); ETA %.0f s\n", done, total,
+              rail_tuner_coll_name(c), rail_tuner_algo_name(a), rail_tuner_proto_name(p),
+              st == 0            ? "measured"
+              : st == -ETIMEDOUT ? "cut at the time limit"
+                                 : "failed (NCCL refuses a forcing it cannot honour); skipped",
+              now_s() - t0, left);
+      if (st == 0 && (files[nfiles] = strdup(log)) != NULL) nfiles++;
+    }
+  *files_out = files;
+  *nfiles_out = nfiles;
+  return rc;
+}
