@@ -102,7 +102,8 @@ int rail_wire_hello_decode(const void *in, size_t len, struct rail_wire_hello *h
  *    0 u8 type, 1 u8 flags, 2 u16 aux, 4 i32 tag, 8 u64 seq, 16 u64 arg,
  *   24 u64 ack (bytes of the other direction's record stream the writer
  *      has processed)
- * What each type means is the socket transport's (net/socket/dispatch.h);
+ * What each type means is the socket transport's (net/socket/pair.h; DEAD,
+ * ABORT and ACK: net/socket/progress.h, RESYNC: net/socket/chan.h);
  * the decoder checks what the format fixes: a known type, known flags,
  * flags only on MSG, an inline payload of at most RAIL_WIRE_MAX_INLINE.
  * Version 4: a MSG's seq is the receive buffer it takes (PAIRED) or the

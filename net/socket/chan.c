@@ -16,7 +16,7 @@
 #define RAIL_CHAN_WINDOW_MIN (256u << 10)
 /* What a peer may have written that this end has not read into its own
  * memory yet: records are taken off the stage as they come (a message
- * whose receive is not posted is kept apart, dispatch.h), so the stage
+ * whose receive is not posted is kept apart, pair.h), so the stage
  * holds one read's worth, or one record larger than that. More is a peer
  * that breaks the format. */
 #define RAIL_CHAN_STAGE_MAX (4 * (RAIL_WIRE_REC_BYTES + RAIL_WIRE_MAX_INLINE) + (1u << 20))
@@ -68,7 +68,7 @@ int rail_chan_init(struct rail_chan *ch, int is_send, size_t inline_max) {
 
   memset(ch, 0, sizeof(*ch));
   /* What the sender's inline messages that wait for their receive may hold
-   * (dispatch.h), so that a receiver that stops posting holds back the
+   * (pair.h), so that a receiver that stops posting holds back the
    * sender; the receiver only writes small answers. */
   ch->window = is_send ? (4 * rec_max > RAIL_CHAN_WINDOW_MIN ? 4 * rec_max : RAIL_CHAN_WINDOW_MIN)
                        : SIZE_MAX;

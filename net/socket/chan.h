@@ -12,7 +12,7 @@
  *
  * Flow control: the reader acknowledges what it has processed, and it
  * processes every record as it comes: a message whose receive is not
- * posted yet is kept apart (dispatch.h), and what all such messages of a
+ * posted yet is kept apart (pair.h), and what all such messages of a
  * sender hold is bounded by its window. So a receiver that posts late
  * holds back its sender by the window, and never more, and the TCP window
  * of a control stream never stays closed while the reading process runs:
@@ -21,10 +21,12 @@
  * The channel only moves bytes. It never acts on a record and never fails
  * the connection: a write or read error, EOF, or a peer past its window is
  * noted (on the stream: rail_stream.failed; on the channel: proto_err) for
- * the connection's progress (progress.c) to act on after it has taken
+ * the connection's progress (progress.h) to act on after it has taken
  * every record that arrived before.
  *
- * Everything here runs under the connection's lock. */
+ * Layer: the bottom; it calls nothing else of net/socket/ (its state is
+ * struct rail_chan, sock.h). Everything here runs under the connection's
+ * lock. */
 #ifndef RAIL_NET_SOCKET_CHAN_H
 #define RAIL_NET_SOCKET_CHAN_H
 
@@ -33,30 +35,8 @@
 
 #include "net/core/wire.h"
 
+struct rail_chan;
 struct rail_sock;
-
-struct rail_chan {
-  uint8_t *log;
-  size_t log_cap;
-  uint64_t head, tail, sent; /* stream offsets: appended, acknowledged, written */
-  size_t window;             /* what inline messages waiting for their receive may hold */
-  uint8_t pre[RAIL_WIRE_REC_BYTES];
-  size_t pre_len, pre_off; /* RESYNC to write before the replay */
-  /* Read, not yet all processed: the peer's stream bytes from `consumed`
-   * on, whole records but for the last. */
-  uint8_t *stage;
-  size_t stage_cap, stage_len, stage_off;
-  uint64_t consumed; /* bytes of the peer's records processed, in order */
-  uint64_t ack_sent;
-  uint8_t resync[RAIL_WIRE_REC_BYTES]; /* the peer's RESYNC on a new stream */
-  size_t resync_len;
-  uint64_t skip; /* replayed bytes the stage holds already, to drop */
-  int cur;       /* rail whose control stream carries the channel */
-  uint32_t epoch;
-  int expect_resync;
-  int proto_err; /* -EPROTO once the peer broke the format or its window */
-  uint64_t next_standby_ns;
-};
 
 /* inline_max: this end's NCCL_RAIL_INLINE_BYTES (its window follows). */
 int rail_chan_init(struct rail_chan *ch, int is_send, size_t inline_max);

@@ -2,11 +2,16 @@
 #include "net/socket/land.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "net/socket/nap.h"
+#include "net/socket/note.h"
+#include "net/socket/req.h"
 #include "net/socket/sock.h"
+#include "net/socket/stream.h"
 
 /* A thread that finds another copying the same range looks again this often. */
 #define RAIL_LAND_RECHECK_NS 100000000ull
@@ -93,8 +98,10 @@ static int rail_land_claim(struct rail_sock *c, struct rail_stream *s,
   return 1;
 }
 
-int rail_land_begin(struct rail_sock *c, struct rail_stream *s, const struct rail_wire_chunk *h,
-                    char **dst) {
+/* Where a chunk's payload goes: *dst, or NULL to read and drop it. 0, or
+ * -EPROTO when the chunk contradicts the receive (the thread gives up). */
+static int rail_land_begin(struct rail_sock *c, struct rail_stream *s,
+                           const struct rail_wire_chunk *h, char **dst) {
   uint64_t deadline = rail_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
   int rc;
 
@@ -108,8 +115,7 @@ int rail_land_begin(struct rail_sock *c, struct rail_stream *s, const struct rai
     uint64_t until = rail_now_ns() + RAIL_LAND_RECHECK_NS;
 
     if (rail_now_ns() > deadline) {
-      rail_sock_fail_later(c, -ETIMEDOUT,
-                           "a chunk sent twice was never finished by its first stream");
+      rail_note_failure(c, -ETIMEDOUT, "a chunk sent twice was never finished by its first stream");
       rc = 0;
       break;
     }
@@ -121,8 +127,11 @@ int rail_land_begin(struct rail_sock *c, struct rail_stream *s, const struct rai
   return rc < 0 ? rc : 0;
 }
 
-void rail_land_end(struct rail_sock *c, struct rail_stream *s, const struct rail_wire_chunk *h,
-                   int had_dst, int rc) {
+/* The payload is read (rc 0) or the stream failed; had_dst as begin said.
+ * The last chunk of a message completes its receive and tells the sender
+ * (DONE). */
+static void rail_land_end(struct rail_sock *c, struct rail_stream *s,
+                          const struct rail_wire_chunk *h, int had_dst, int rc) {
   rail_sock_lock_thread(c);
   if (had_dst) {
     struct rail_req *r = rail_req_slot(c, h->seq);
@@ -141,11 +150,51 @@ void rail_land_end(struct rail_sock *c, struct rail_stream *s, const struct rail
     if (!r->doomed && r->state == RAIL_REQ_RECEIVING && r->bytes == r->msg_size && r->busy == 0) {
       struct rail_wire_rec done = {.type = RAIL_WIRE_REC_DONE, .seq = h->seq};
       rail_req_complete(c, r, 0);
-      rail_sock_send_rec(c, &done);
+      rail_note_send_rec(c, &done);
     } else {
       rail_req_release(c, r);
     }
   }
-  if (rc != 0) rail_sock_stream_dead(c, s, rc);
+  if (rc != 0) rail_note_stream_dead(c, s, rc);
   pthread_mutex_unlock(&c->mu);
+}
+
+/* A chunk header that is not one, or that contradicts its receive: the
+ * peer is not following the protocol, and the connection fails. */
+static void rail_land_lied(struct rail_sock *c, struct rail_stream *s) {
+  char why[256];
+
+  snprintf(why, sizeof(why), "the peer broke the protocol: a bad chunk header on stream %d of %s",
+           s->index, c->rails[s->rail].desc);
+  rail_sock_lock_thread(c);
+  rail_note_failure(c, -EPROTO, why);
+  rail_note_stream_dead(c, s, -EPROTO);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void *rail_land_thread(void *arg) {
+  struct rail_stream *s = arg;
+  struct rail_sock *c = s->comm;
+
+  rail_nap_mark_data_thread();
+  for (;;) {
+    struct rail_wire_chunk h;
+    char *dst = NULL;
+    int rc = rail_stream_recv_header(s, &h);
+
+    if (rc < 0) {
+      rail_sock_lock_thread(c);
+      rail_note_stream_dead(c, s, rc);
+      pthread_mutex_unlock(&c->mu);
+      break;
+    }
+    if (rc > 0 || rail_land_begin(c, s, &h, &dst) != 0) {
+      rail_land_lied(c, s);
+      break;
+    }
+    rc = rail_stream_recv_payload(s, dst, h.len);
+    rail_land_end(c, s, &h, dst != NULL, rc);
+    if (rc != 0) break;
+  }
+  return NULL;
 }

@@ -1,12 +1,14 @@
 /* The callers' sleep (nap.c): one per process, woken by any connection.
  *
  * A caller thread that tests a large transfer sleeps rather than spins
- * (req.c, rail_req_test). NCCL's proxy thread drives every send and
+ * (ops.c, rail_ops_test). NCCL's proxy thread drives every send and
  * recv comm of its GPU, so the sleep must end when any of them has work:
  * a control record arriving on any comm's control stream, or a data thread
  * completing any request. One epoll set holds every comm's control streams
  * (edge-triggered: only new arrivals count) and one eventfd that completions
- * kick; a nap waits on that set. */
+ * kick; a nap waits on that set.
+ *
+ * Layer: the bottom; it knows no connection, only descriptors. */
 #ifndef RAIL_NET_NAP_H
 #define RAIL_NET_NAP_H
 

@@ -8,7 +8,11 @@
 #include <sys/ioctl.h>
 
 #include "common/log.h"
-#include "net/socket/dispatch.h"
+#include "net/socket/chan.h"
+#include "net/socket/fail.h"
+#include "net/socket/pair.h"
+#include "net/socket/req.h"
+#include "net/socket/sched.h"
 #include "net/socket/sock.h"
 
 #define RAIL_PROGRESS_LINK_CHECK_NS (100 * 1000 * 1000ull)
@@ -16,11 +20,34 @@
  * acting on what it brought. */
 #define RAIL_PROGRESS_READS 16
 
+/* One record: those about the connection here, those about its messages
+ * by matching (pair.h). 0, or -errno with *why for the connection to fail. */
+static int rail_progress_record(struct rail_sock *c, const struct rail_wire_rec *rec,
+                                const uint8_t *payload, const char **why) {
+  int rc = 0;
+
+  if (rec->type == RAIL_WIRE_REC_ACK) return 0; /* the ack every record carries, alone */
+  if (rec->type == RAIL_WIRE_REC_ABORT) {
+    char msg[96];
+    snprintf(msg, sizeof(msg), "the peer failed it (%s)", strerror((int)(rec->arg & 0xffff)));
+    rail_fail_conn(c, -ECONNRESET, msg);
+  } else if (rec->type == RAIL_WIRE_REC_DEAD) {
+    int rail = rec->aux >> 8, idx = rec->aux & 0xff;
+    *why = "a stream that does not exist";
+    if (rail >= c->nrails || idx >= c->rails[rail].nstreams) return -EPROTO;
+    rail_sched_lost(c, &c->rails[rail].data[idx], -ECONNABORTED);
+  } else {
+    rc = rail_pair_record(c, rec, payload, why);
+  }
+  if (rc == 0) c->records_in++;
+  return rc;
+}
+
 /* Acts on every whole record in the stage, in order: a message whose
- * receive is not posted yet is kept apart (dispatch.h), so nothing waits
+ * receive is not posted yet is kept apart (pair.h), so nothing waits
  * behind it. A receiver keeps taking messages after its connection failed:
  * they arrived before the failure, for receives posted after it
- * (rail_req_irecv). */
+ * (rail_ops_irecv). */
 void rail_progress_records(struct rail_sock *c) {
   struct rail_wire_rec rec;
   const uint8_t *payload;
@@ -28,7 +55,7 @@ void rail_progress_records(struct rail_sock *c) {
 
   while ((!c->error || !c->is_send) && rail_chan_next(c, &rec, &payload, &plen)) {
     const char *why = "";
-    int rc = rail_dispatch_record(c, &rec, payload, &why);
+    int rc = rail_progress_record(c, &rec, payload, &why);
 
     if (rc < 0) {
       char msg[160];
@@ -36,7 +63,7 @@ void rail_progress_records(struct rail_sock *c) {
         snprintf(msg, sizeof(msg), "the peer broke the protocol: %s", why);
       else
         snprintf(msg, sizeof(msg), "%s", why);
-      rail_sock_fail(c, rc, msg);
+      rail_fail_conn(c, rc, msg);
       return;
     }
     rail_chan_taken(c, plen);
@@ -62,7 +89,7 @@ static void rail_progress_ctl_failed(struct rail_sock *c, int rail, int rc) {
     c->rails[rail].ctl.dead = 1;
     snprintf(why, sizeof(why), "%s by the peer on rail %s",
              rc == -EPIPE ? "connection closed" : "connection reset", c->rails[rail].desc);
-    rail_sock_fail(c, rc, why);
+    rail_fail_conn(c, rc, why);
     return;
   }
   if (rc == -ETIMEDOUT)
@@ -70,14 +97,14 @@ static void rail_progress_ctl_failed(struct rail_sock *c, int rail, int rc) {
              c->timeout_ms);
   else
     snprintf(why, sizeof(why), "control stream failed: %s", strerror(-rc));
-  rail_sock_rail_down(c, rail, rc, why);
+  rail_fail_rail(c, rail, rc, why);
 }
 
 /* What was noted since the last progress, now that every record before it
  * has been taken. */
 static void rail_progress_events(struct rail_sock *c) {
   if (c->chan.proto_err) {
-    rail_sock_fail(c, c->chan.proto_err, "the peer broke the control channel's format or window");
+    rail_fail_conn(c, c->chan.proto_err, "the peer broke the control channel's format or window");
     return;
   }
   for (int r = 0; r < c->nrails && !c->error; r++) {
@@ -90,7 +117,7 @@ static void rail_progress_events(struct rail_sock *c) {
   if (!c->error && c->later_rc != 0) {
     int rc = c->later_rc;
     c->later_rc = 0;
-    rail_sock_fail(c, rc, c->later_why);
+    rail_fail_conn(c, rc, c->later_why);
   }
   if (!c->error && c->check_streams) {
     int rc = c->last_dead_rc, closed = rc == -EPIPE || rc == -ECONNABORTED || rc == -ECONNRESET;
@@ -100,7 +127,7 @@ static void rail_progress_events(struct rail_sock *c) {
     if (rail_sock_live_streams(c) > 0) return;
     snprintf(why, sizeof(why), "no data stream left (the last: %s)",
              closed ? "closed by the peer" : strerror(-rc));
-    rail_sock_fail(c, closed ? -ECONNRESET : rc, why);
+    rail_fail_conn(c, closed ? -ECONNRESET : rc, why);
   }
 }
 
@@ -122,7 +149,7 @@ static void rail_progress_links(struct rail_sock *c, uint64_t now) {
     if ((ifr.ifr_flags & IFF_UP) == 0 || (ifr.ifr_flags & IFF_RUNNING) == 0) {
       char why[64];
       snprintf(why, sizeof(why), "interface %s lost its link", l->ifname);
-      rail_sock_rail_down(c, k, -ENETDOWN, why);
+      rail_fail_rail(c, k, -ENETDOWN, why);
     }
   }
 }
@@ -142,7 +169,7 @@ static void rail_progress_liveness(struct rail_sock *c, uint64_t now) {
     for (int i = 0; i < l->nstreams; i++) {
       struct rail_stream *s = &l->data[i];
       if (!s->dead && rail_liveness_check(s->fd, &s->live, c->timeout_ms, now) == -ETIMEDOUT)
-        rail_sock_stream_dead(c, s, -ETIMEDOUT);
+        rail_sched_lost(c, s, -ETIMEDOUT);
     }
   }
 }

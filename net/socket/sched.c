@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "net/socket/nap.h"
+#include "net/socket/note.h"
+#include "net/socket/req.h"
 #include "net/socket/sock.h"
+#include "net/socket/stream.h"
 
 /* The smallest chunk worth a data thread's two hand-offs on each side. */
 #define RAIL_SCHED_MIN_CHUNK (64u << 10)
@@ -148,7 +152,7 @@ void rail_sched_place(struct rail_sock *c, struct rail_req *r) {
   int up[RAIL_MAX_RAILS], nup = rail_sched_up(c, up), whole, streams = 0, rc;
 
   if (nup == 0) {
-    rail_sock_fail_later(c, -ENETDOWN, "no data stream left to send on");
+    rail_note_failure(c, -ENETDOWN, "no data stream left to send on");
     return;
   }
   whole = r->size < c->min_stripe || nup == 1;
@@ -164,7 +168,7 @@ void rail_sched_place(struct rail_sock *c, struct rail_req *r) {
   if (!whole) rail_stripe_split(&c->stripe, up, r->size, chunk, parts);
   rc = rail_sched_cut(c, r, parts, chunk, whole && nup > 1);
   if (rc != 0) {
-    rail_sock_fail_later(c, rc, "out of memory for chunk descriptors");
+    rail_note_failure(c, rc, "out of memory for chunk descriptors");
     return;
   }
   r->striped = !whole;
@@ -240,6 +244,10 @@ void rail_sched_requeue(struct rail_sock *c, int dead_id) {
   if (moved > 0) pthread_cond_broadcast(&c->work);
 }
 
+void rail_sched_lost(struct rail_sock *c, struct rail_stream *s, int rc) {
+  if (rail_note_stream_dead(c, s, rc) && c->is_send) rail_sched_requeue(c, s->id);
+}
+
 /* ---- sender threads ------------------------------------------------------------------ */
 
 /* Out of work: a chunk of the rail with the most left, if stealing is on. */
@@ -254,7 +262,9 @@ static struct rail_chunk *rail_sched_steal(struct rail_sock *c, int rail) {
   return victim >= 0 ? rail_queue_take(&c->rails[victim].q, rail_chunk_unpinned, NULL) : NULL;
 }
 
-int rail_sched_next(struct rail_sock *c, struct rail_stream *s, struct rail_chunk **out) {
+/* The next chunk for stream s, waiting while there is none; -1 when the
+ * stream must stop. Takes the lock itself. */
+static int rail_sched_next(struct rail_sock *c, struct rail_stream *s, struct rail_chunk **out) {
   struct rail_chunk *ch = NULL;
 
   rail_sock_lock_thread(c);
@@ -283,7 +293,9 @@ int rail_sched_next(struct rail_sock *c, struct rail_stream *s, struct rail_chun
   return 0;
 }
 
-void rail_sched_sent(struct rail_sock *c, struct rail_stream *s, struct rail_chunk *ch, int rc) {
+/* The chunk is written (rc 0) or its stream failed. Takes the lock. */
+static void rail_sched_sent(struct rail_sock *c, struct rail_stream *s, struct rail_chunk *ch,
+                            int rc) {
   struct rail_req *r = ch->req;
 
   rail_sock_lock_thread(c);
@@ -292,10 +304,32 @@ void rail_sched_sent(struct rail_sock *c, struct rail_stream *s, struct rail_chu
   if (rc == 0)
     c->rails[s->rail].bytes += ch->len;
   else
-    rail_sock_stream_dead(c, s, rc);
+    rail_sched_lost(c, s, rc);
   if (r->state == RAIL_REQ_SENDING && r->got_done && r->busy == 0)
     rail_req_complete(c, r, 0);
   else
     rail_req_release(c, r);
   pthread_mutex_unlock(&c->mu);
+}
+
+void *rail_sched_thread(void *arg) {
+  struct rail_stream *s = arg;
+  struct rail_sock *c = s->comm;
+
+  rail_nap_mark_data_thread();
+  for (;;) {
+    struct rail_chunk *ch;
+    struct rail_wire_chunk h;
+    int rc;
+
+    if (rail_sched_next(c, s, &ch) != 0) break;
+    h.len = ch->len;
+    h.seq = ch->req->wire_seq;
+    h.offset = ch->offset;
+    h.total = ch->req->size;
+    rc = rail_stream_send_chunk(s, &h, ch->req->data + ch->offset);
+    rail_sched_sent(c, s, ch, rc);
+    if (rc != 0) break;
+  }
+  return NULL;
 }

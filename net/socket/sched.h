@@ -13,7 +13,17 @@
  * When a data stream dies, the chunks it carried for messages not yet
  * acknowledged go back to the front of a usable rail's queue.
  *
- * Everything here runs under the connection's lock. */
+ * The sending side's data threads run here too: each takes the next chunk
+ * of its rail's queue and writes it on its stream (stream.h), and what
+ * becomes of it (written, or the stream failed) is noted under the lock.
+ *
+ * Layer: under matching (pair.h), which hands it a large send once its
+ * buffer is known, and the progress; over the notes (note.h), the
+ * requests (req.h) and the streams. A send is complete when its request
+ * is (req.h); a failure decided here is noted (note.h) for the progress.
+ *
+ * Everything here runs under the connection's lock, but for the thread,
+ * which takes it itself. */
 #ifndef RAIL_NET_SOCKET_SCHED_H
 #define RAIL_NET_SOCKET_SCHED_H
 
@@ -23,25 +33,8 @@ struct rail_sock;
 struct rail_req;
 struct rail_stream;
 
-/* One piece of a large message. */
-struct rail_chunk {
-  struct rail_chunk *next; /* in its rail's queue while queued */
-  struct rail_req *req;
-  uint64_t offset;
-  uint32_t len;
-  int16_t stream; /* id of the stream that carried it last, -1 if none */
-  uint8_t queued;
-  uint8_t pinned; /* a whole message's rail: other rails do not steal it */
-};
-
-/* A rail's queue of chunks waiting for a data stream. */
-struct rail_chunkq {
-  struct rail_chunk *head, *tail;
-  uint64_t bytes;
-};
-
 /* Cuts a large send whose receive is known (its RTR) into chunks and
- * queues them; fails the connection when no rail can take them. */
+ * queues them; notes a failure (note.h) when no rail can take them. */
 void rail_sched_place(struct rail_sock *c, struct rail_req *r);
 /* A DONE for r: its chunks still queued (copies of chunks a dead stream
  * may have delivered) are dropped, and the weights learn from it. */
@@ -52,10 +45,12 @@ void rail_sched_requeue(struct rail_sock *c, int dead_id);
 /* Empties every queue (the connection failed). */
 void rail_sched_clear(struct rail_sock *c);
 
-/* Sender threads: the next chunk for stream s, waiting while there is none;
- * -1 when the stream must stop. Takes the lock itself. */
-int rail_sched_next(struct rail_sock *c, struct rail_stream *s, struct rail_chunk **out);
-/* The chunk is written (rc 0) or its stream failed. Takes the lock. */
-void rail_sched_sent(struct rail_sock *c, struct rail_stream *s, struct rail_chunk *ch, int rc);
+/* Data stream s is dead (rail_note_stream_dead): on a sending side, the
+ * chunks it carried move to live streams. Any thread, lock held. */
+void rail_sched_lost(struct rail_sock *c, struct rail_stream *s, int rc);
+
+/* A sending data thread's body, for rail_stream_start: arg is its stream.
+ * Returns when the stream must stop (closing, failed, or dead). */
+void *rail_sched_thread(void *arg);
 
 #endif

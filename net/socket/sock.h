@@ -1,6 +1,9 @@
-/* A connection of the socket transport: one send comm or one recv comm,
- * shared by its modules (chan, dispatch, land, progress, req, sched,
- * stream). Nothing outside net/socket/ sees it.
+/* A connection of the socket transport: one send comm or one recv comm.
+ * This is its state, which every layer of net/socket/ shares (the
+ * connection's, its rails', streams', control channel's and requests'),
+ * and nothing else: the layers' contracts are in their own headers, and
+ * this one includes none of them, so that a layer reads the state without
+ * depending on any other. Nothing outside net/socket/ sees it.
  *
  * Shape: R rails (1..8), each with one control stream and K data streams
  * (TCP connections). The control channel (chan.h) runs over one rail's
@@ -18,12 +21,8 @@
  * when the peer breaks the protocol; pending requests then fail at once
  * (once no thread holds their buffers) with one WARN naming the peer or
  * rail. Failures are only ever decided by the connection's progress, after
- * it has taken every record that came before them (progress.h).
- *
- * Closing drains: a comm's records all reach the peer's kernel (at most
- * RAIL_NET_CLOSE_DRAIN_MS) before its sockets close, and the sockets close
- * without a reset, so every message a send completed is delivered, and
- * every DONE of a receive that completed reaches its sender.
+ * it has taken every record that came before them (progress.h, fail.h):
+ * what is decided elsewhere is noted for it (note.h).
  *
  * Locking: everything is guarded by `mu`, except a request's `done`
  * (atomic) and the stream fds (fixed after setup). Data threads take the
@@ -34,24 +33,132 @@
 
 #include <net/if.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
+#include "net/core/liveness.h"
 #include "net/core/stripe.h"
 #include "net/core/transport.h"
+#include "net/core/wire.h"
 #include "net/net.h"
-#include "net/socket/chan.h"
-#include "net/socket/req.h"
-#include "net/socket/sched.h"
-#include "net/socket/stream.h"
 
 #define RAIL_MAX_STREAMS RAIL_TRANSPORT_MAX_STREAMS /* data streams per rail */
 #define RAIL_SLOTS 64 /* buffers in flight per comm (NCCL: 8 steps x 8 grouped) */
 /* Sends posted before their buffer was announced (sender), messages that
  * arrived before their buffer was posted (receiver): at most this many a
- * comm (dispatch.h). */
+ * comm (pair.h). */
 #define RAIL_PEND_MAX 256
 
 _Static_assert(RAIL_MAX_RAILS <= RAIL_STRIPE_MAX_RAILS, "the striping policy covers every rail");
+
+/* The control channel's state (chan.h): its log of records written, what
+ * the peer acknowledged, and the stage of records read. */
+struct rail_chan {
+  uint8_t *log;
+  size_t log_cap;
+  uint64_t head, tail, sent; /* stream offsets: appended, acknowledged, written */
+  size_t window;             /* what inline messages waiting for their receive may hold */
+  uint8_t pre[RAIL_WIRE_REC_BYTES];
+  size_t pre_len, pre_off; /* RESYNC to write before the replay */
+  /* Read, not yet all processed: the peer's stream bytes from `consumed`
+   * on, whole records but for the last. */
+  uint8_t *stage;
+  size_t stage_cap, stage_len, stage_off;
+  uint64_t consumed; /* bytes of the peer's records processed, in order */
+  uint64_t ack_sent;
+  uint8_t resync[RAIL_WIRE_REC_BYTES]; /* the peer's RESYNC on a new stream */
+  size_t resync_len;
+  uint64_t skip; /* replayed bytes the stage holds already, to drop */
+  int cur;       /* rail whose control stream carries the channel */
+  uint32_t epoch;
+  int expect_resync;
+  int proto_err; /* -EPROTO once the peer broke the format or its window */
+  uint64_t next_standby_ns;
+};
+
+/* A TCP stream of a rail (stream.h): its control stream, or one of its
+ * data streams and the thread that drives it. */
+struct rail_stream {
+  struct rail_sock *comm;
+  int fd;
+  int rail;
+  int index; /* data stream index in its rail; -1 for the control stream */
+  int id;    /* rail * RAIL_MAX_STREAMS + index */
+  int dead;
+  /* Control stream: a failure noted by the channel (EOF, error, peer
+   * silent), for the progress to act on; 0 while it works. A stream that
+   * failed to write is still read to its end: what the peer wrote before
+   * it left is delivered. */
+  int failed;
+  int read_end; /* EOF or an error seen by a read */
+  int started;
+  pthread_t thread;
+  struct rail_liveness live;
+  /* Receiving data stream: copying into request busy_seq's buffer, at
+   * [busy_off, busy_end). Sending: holding a chunk of busy_seq. */
+  int busy;
+  uint64_t busy_seq, busy_off, busy_end;
+};
+
+/* One piece of a large send, queued on a rail (sched.h). */
+struct rail_chunk {
+  struct rail_chunk *next; /* in its rail's queue while queued */
+  struct rail_req *req;
+  uint64_t offset;
+  uint32_t len;
+  int16_t stream; /* id of the stream that carried it last, -1 if none */
+  uint8_t queued;
+  uint8_t pinned; /* a whole message's rail: other rails do not steal it */
+};
+
+enum rail_req_state {
+  RAIL_REQ_FREE = 0,
+  RAIL_REQ_INLINE,    /* send: record in the log, complete once written */
+  RAIL_REQ_WAIT_RTR,  /* send: waiting for its buffer's announcement (RTR) */
+  RAIL_REQ_SENDING,   /* send: chunks queued or in flight, waiting for DONE */
+  RAIL_REQ_POSTED,    /* recv: RTR sent; waiting for an inline MSG or a first chunk */
+  RAIL_REQ_RECEIVING, /* recv: chunks landing (size known) */
+  RAIL_REQ_COMPLETE,  /* done (or failed); test() reports it and frees the slot */
+};
+
+/* A request (req.h): one receive buffer, or one send. */
+struct rail_req {
+  struct rail_xreq base; /* first: NCCL's calls find the transport through it */
+  struct rail_sock *comm;
+  uint64_t seq;
+  int state;
+  int done; /* atomic; set last */
+  int error;
+  int doomed; /* failed while busy: completes with `error` once busy is 0 */
+  int tag;
+  char *data;
+  size_t size;     /* send: bytes; recv: capacity */
+  size_t msg_size; /* recv: bytes the sender sent */
+  int busy;        /* data threads copying from/to data */
+  /* recv: the group this buffer belongs to (first seq, buffers); its first
+   * request is the one NCCL holds */
+  uint64_t group_seq;
+  int group_n;
+  int claimed; /* recv: a message record took this buffer (pair.h) */
+  /* send */
+  uint64_t rec_end;  /* inline: log offset where its record ends */
+  uint64_t wire_seq; /* large: the receiver's buffer it goes to */
+  int got_done;
+  struct rail_chunk *chunks;
+  uint32_t nchunks, chunks_cap;
+  int striped;
+  /* recv: chunks already counted, one bit per RAIL_WIRE_CHUNK_UNIT */
+  uint64_t *bits;
+  size_t bits_cap; /* words */
+  size_t bytes;
+};
+
+/* A rail's queue of chunks (req.h) waiting for a data stream. */
+struct rail_chunkq {
+  struct rail_chunk *head, *tail;
+  uint64_t bytes;
+};
 
 struct rail_sock_rail {
   char ifname[IF_NAMESIZE];
@@ -61,11 +168,11 @@ struct rail_sock_rail {
   struct rail_stream ctl;
   int nstreams;
   struct rail_stream data[RAIL_MAX_STREAMS];
-  int live;            /* data streams not dead */
-  int down;            /* the whole rail is abandoned */
-  uint64_t bytes;      /* payload moved on this rail */
-  uint64_t adapt_mark; /* bytes at the last weight update */
-  struct rail_chunkq q;
+  int live;             /* data streams not dead */
+  int down;             /* the whole rail is abandoned */
+  uint64_t bytes;       /* payload moved on this rail */
+  uint64_t adapt_mark;  /* bytes at the last weight update */
+  struct rail_chunkq q; /* chunks waiting for one of its data streams (sched.h) */
 };
 
 /* Sender: the receiver's announcement (RTR) of buffer seq, by seq %
@@ -80,7 +187,7 @@ struct rail_rtr {
 };
 
 /* Sender: a send posted before any announced buffer was free for it, in
- * posting order (dispatch.h). */
+ * posting order (pair.h). */
 struct rail_wait {
   uint64_t seq;
   int tag;
@@ -89,7 +196,7 @@ struct rail_wait {
 };
 
 /* Receiver: an inline message that arrived before its buffer was posted,
- * in the sender's order (dispatch.h). */
+ * in the sender's order (pair.h). */
 struct rail_held {
   uint64_t from; /* the first buffer it may take: the earlier ones were taken */
   int tag;
@@ -115,7 +222,7 @@ struct rail_sock {
   int ninline;       /* send: requests in RAIL_REQ_INLINE */
   struct rail_rtr rtr[RAIL_SLOTS];
   uint64_t rtr_next; /* send: the seq the next RTR must carry */
-  /* Matching (dispatch.h): the sender's sends waiting for a buffer, or
+  /* Matching (pair.h): the sender's sends waiting for a buffer, or
    * the receiver's messages waiting for one, entries [pend_head, pend_tail)
    * by index % RAIL_PEND_MAX; pend_bytes: what the live ones hold (the
    * sender's inline records, the receiver's copies). */
@@ -144,31 +251,31 @@ struct rail_sock {
   struct rail_sock *watch_next, *watch_prev; /* the watcher's list (watch.c) */
 };
 
-/* start(): takes the fds in setup whatever it returns. */
-int rail_sock_create(int is_send, const struct rail_setup_rail *setup, int nsetup, const char *peer,
-                     struct rail_sock **out);
-/* close(): drains, joins the threads, frees. */
-void rail_sock_destroy(struct rail_sock *c);
-void rail_sock_lock_thread(struct rail_sock *c);
+static inline void rail_sock_lock_thread(struct rail_sock *c) {
+  __atomic_add_fetch(&c->waiting, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_lock(&c->mu);
+  __atomic_sub_fetch(&c->waiting, 1, __ATOMIC_ACQ_REL);
+}
 
-/* Fails the whole connection: pending requests complete with rc. Logs once
- * (WARN if requests were pending). Lock held; never on a data thread. */
-void rail_sock_fail(struct rail_sock *c, int rc, const char *why);
-/* A failure decided off the progress (a data thread): the progress applies
- * it after reading what came before. Lock held. */
-void rail_sock_fail_later(struct rail_sock *c, int rc, const char *why);
-/* A data stream is dead: its chunks move to live streams (sender), the
- * peer is told, and the progress checks whether any stream is left. Any
- * thread, lock held. */
-void rail_sock_stream_dead(struct rail_sock *c, struct rail_stream *s, int rc);
-/* The whole rail is abandoned (interface down, control stream failed, or a
- * test). Lock held; never on a data thread. */
-void rail_sock_rail_down(struct rail_sock *c, int rail, int rc, const char *why);
-int rail_sock_live_streams(const struct rail_sock *c);
 /* Whether rail k can take chunks. */
-int rail_sock_usable(const struct rail_sock *c, int k);
-/* Appends a control record and writes it out; a log that cannot take it
- * fails the connection (later, off the progress). Lock held. */
-void rail_sock_send_rec(struct rail_sock *c, struct rail_wire_rec *rec);
+static inline int rail_sock_usable(const struct rail_sock *c, int k) {
+  return !c->rails[k].down && c->rails[k].live > 0;
+}
+
+/* Data streams not dead, on rails not down. */
+static inline int rail_sock_live_streams(const struct rail_sock *c) {
+  int n = 0;
+  for (int k = 0; k < c->nrails; k++)
+    if (!c->rails[k].down) n += c->rails[k].live;
+  return n;
+}
+
+/* Shuts every data stream down, waking its thread wherever it blocks, so
+ * that none holds a request's buffer for long. Lock held. */
+static inline void rail_sock_shutdown_data(struct rail_sock *c) {
+  for (int k = 0; k < c->nrails; k++)
+    for (int i = 0; i < c->rails[k].nstreams; i++)
+      if (c->rails[k].data[i].fd >= 0) shutdown(c->rails[k].data[i].fd, SHUT_RDWR);
+}
 
 #endif

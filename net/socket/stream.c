@@ -1,5 +1,7 @@
 #define _GNU_SOURCE /* pthread_attr_setaffinity_np, pthread_setname_np, CPU_AND */
 /* Data streams (stream.h). */
+#include "net/socket/stream.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -9,8 +11,6 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "net/core/tcp.h"
-#include "net/socket/land.h"
-#include "net/socket/nap.h"
 #include "net/socket/sock.h"
 #include "topology/topo.h"
 
@@ -42,77 +42,32 @@ static int rail_stream_cpus(struct rail_sock *c, struct rail_stream *s, cpu_set_
   return CPU_COUNT(set) > 0;
 }
 
-static void *rail_stream_send_main(void *arg) {
-  struct rail_stream *s = arg;
-  struct rail_sock *c = s->comm;
+int rail_stream_send_chunk(struct rail_stream *s, const struct rail_wire_chunk *h,
+                           const void *payload) {
+  uint8_t hdr[RAIL_WIRE_CHUNK_BYTES];
+  struct iovec iov[2];
 
-  rail_nap_mark_data_thread();
-  for (;;) {
-    struct rail_chunk *ch;
-    struct rail_wire_chunk h;
-    uint8_t hdr[RAIL_WIRE_CHUNK_BYTES];
-    struct iovec iov[2];
-    int rc;
-
-    if (rail_sched_next(c, s, &ch) != 0) break;
-    h.len = ch->len;
-    h.seq = ch->req->wire_seq;
-    h.offset = ch->offset;
-    h.total = ch->req->size;
-    rail_wire_chunk_encode(&h, hdr);
-    iov[0].iov_base = hdr;
-    iov[0].iov_len = sizeof(hdr);
-    iov[1].iov_base = ch->req->data + ch->offset;
-    iov[1].iov_len = ch->len;
-    rc = rail_tcp_send_all(s->fd, iov, 2);
-    rail_sched_sent(c, s, ch, rc);
-    if (rc != 0) break;
-  }
-  return NULL;
+  rail_wire_chunk_encode(h, hdr);
+  iov[0].iov_base = hdr;
+  iov[0].iov_len = sizeof(hdr);
+  iov[1].iov_base = (void *)payload;
+  iov[1].iov_len = h->len;
+  return rail_tcp_send_all(s->fd, iov, 2);
 }
 
-/* A chunk header that is not one, or that contradicts its receive: the
- * peer is not following the protocol, and the connection fails. */
-static void rail_stream_lied(struct rail_sock *c, struct rail_stream *s) {
-  char why[256];
+int rail_stream_recv_header(struct rail_stream *s, struct rail_wire_chunk *h) {
+  uint8_t hdr[RAIL_WIRE_CHUNK_BYTES];
+  int rc = rail_tcp_recv_all(s->fd, hdr, sizeof(hdr));
 
-  snprintf(why, sizeof(why), "the peer broke the protocol: a bad chunk header on stream %d of %s",
-           s->index, c->rails[s->rail].desc);
-  rail_sock_lock_thread(c);
-  rail_sock_fail_later(c, -EPROTO, why);
-  rail_sock_stream_dead(c, s, -EPROTO);
-  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) return rc;
+  return rail_wire_chunk_decode(hdr, sizeof(hdr), h) != 0 ? 1 : 0;
 }
 
-static void *rail_stream_recv_main(void *arg) {
-  struct rail_stream *s = arg;
-  struct rail_sock *c = s->comm;
-
-  rail_nap_mark_data_thread();
-  for (;;) {
-    uint8_t hdr[RAIL_WIRE_CHUNK_BYTES];
-    struct rail_wire_chunk h;
-    char *dst = NULL;
-    int rc = rail_tcp_recv_all(s->fd, hdr, sizeof(hdr));
-
-    if (rc != 0) {
-      rail_sock_lock_thread(c);
-      rail_sock_stream_dead(c, s, rc);
-      pthread_mutex_unlock(&c->mu);
-      break;
-    }
-    if (rail_wire_chunk_decode(hdr, sizeof(hdr), &h) != 0 || rail_land_begin(c, s, &h, &dst) != 0) {
-      rail_stream_lied(c, s);
-      break;
-    }
-    rc = dst != NULL ? rail_tcp_recv_all(s->fd, dst, h.len) : rail_tcp_discard(s->fd, h.len);
-    rail_land_end(c, s, &h, dst != NULL, rc);
-    if (rc != 0) break;
-  }
-  return NULL;
+int rail_stream_recv_payload(struct rail_stream *s, char *dst, size_t len) {
+  return dst != NULL ? rail_tcp_recv_all(s->fd, dst, len) : rail_tcp_discard(s->fd, len);
 }
 
-int rail_stream_start(struct rail_sock *c, struct rail_stream *s) {
+int rail_stream_start(struct rail_sock *c, struct rail_stream *s, void *(*body)(void *)) {
   pthread_attr_t attr;
   cpu_set_t cpus;
   char name[16];
@@ -128,8 +83,7 @@ int rail_stream_start(struct rail_sock *c, struct rail_stream *s) {
       RAIL_INFO(RAIL_SUBSYS_NET, "rail %s: not pinning stream %d to NUMA node %d: %s",
                 c->rails[s->rail].desc, s->index, c->rails[s->rail].numa, strerror(rc));
   }
-  rc = pthread_create(&s->thread, &attr, c->is_send ? rail_stream_send_main : rail_stream_recv_main,
-                      s);
+  rc = pthread_create(&s->thread, &attr, body, s);
   pthread_attr_destroy(&attr);
   if (rc != 0) return -rc;
   s->started = 1;

@@ -1,50 +1,45 @@
-/* The TCP streams of a socket connection: each rail's control stream
- * (non-blocking, driven by the connection's progress through chan.c) and
- * its data streams, one thread each with blocking I/O:
- *  - sending side: takes the next chunk (sched.h) and writes its header and
- *    payload with one sendmsg, straight from the user's buffer;
- *  - receiving side: reads a chunk header, asks where the payload goes
- *    (land.h), and receives it straight into the posted buffer.
+/* The TCP streams of a socket connection, at the bottom of the transport:
+ * each rail's control stream (non-blocking, driven by the connection's
+ * progress through chan.c) and its data streams, one thread each with
+ * blocking I/O. Here: how many data streams, starting a stream's thread,
+ * and the bytes of a chunk on a data stream; what a thread does with them
+ * is its side's (sending: sched.h, receiving: land.h), whose body it runs:
+ *  - sending side: writes a chunk's header and payload with one sendmsg,
+ *    straight from the user's buffer;
+ *  - receiving side: reads a chunk header, and receives its payload
+ *    straight into the posted buffer.
  * Threads are pinned to the CPUs of the rail's NUMA node when
  * NCCL_RAIL_PIN_THREADS=1 and the node is known. They stop when the
  * connection closes, fails, or declares their stream dead, all of which
  * shut their socket down, so joining them is bounded. A data thread never
  * fails the connection itself: it notes what went wrong for the
- * connection's progress. */
+ * connection's progress (note.h). Nothing here calls up: results are
+ * return values. */
 #ifndef RAIL_NET_SOCKET_STREAM_H
 #define RAIL_NET_SOCKET_STREAM_H
 
-#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "net/core/liveness.h"
+#include "net/core/wire.h"
 
 struct rail_sock;
+struct rail_stream;
 
-struct rail_stream {
-  struct rail_sock *comm;
-  int fd;
-  int rail;
-  int index; /* data stream index in its rail; -1 for the control stream */
-  int id;    /* rail * RAIL_MAX_STREAMS + index */
-  int dead;
-  /* Control stream: a failure noted by the channel (EOF, error, peer
-   * silent), for the progress to act on; 0 while it works. A stream that
-   * failed to write is still read to its end: what the peer wrote before
-   * it left is delivered. */
-  int failed;
-  int read_end; /* EOF or an error seen by a read */
-  int started;
-  pthread_t thread;
-  struct rail_liveness live;
-  /* Receiving data stream: copying into request busy_seq's buffer, at
-   * [busy_off, busy_end). Sending: holding a chunk of busy_seq. */
-  int busy;
-  uint64_t busy_seq, busy_off, busy_end;
-};
+/* Starts the stream's thread, pinned, running body(s) (sched.h's or
+ * land.h's). 0 or -errno. */
+int rail_stream_start(struct rail_sock *c, struct rail_stream *s, void *(*body)(void *));
 
-/* Starts the stream's thread (sending or receiving, by the connection). */
-int rail_stream_start(struct rail_sock *c, struct rail_stream *s);
+/* Sending: the chunk header h (encoded here) and its h->len payload bytes,
+ * in one go. Blocks; 0 or -errno (net/core/tcp.h). */
+int rail_stream_send_chunk(struct rail_stream *s, const struct rail_wire_chunk *h,
+                           const void *payload);
+/* Receiving: the next chunk header, decoded and bounds-checked. Blocks; 0,
+ * 1 for bytes that are not a chunk header, or -errno from the socket. */
+int rail_stream_recv_header(struct rail_stream *s, struct rail_wire_chunk *h);
+/* Receives len payload bytes into dst, or reads and drops them when dst is
+ * NULL. Blocks; 0 or -errno. */
+int rail_stream_recv_payload(struct rail_stream *s, char *dst, size_t len);
 
 /* Data streams per rail for a rail of speed_mbps (the socket transport's
  * K): NCCL_RAIL_NSTREAMS, or one per 20 Gbps (at least 2, at most 8) but no

@@ -1,22 +1,30 @@
-/* The socket transport's table (net/core/transport.h): NCCL's calls on a
- * socket comm, onto its connection (sock.h) and requests (req.h). */
+/* The socket transport's table (net/core/transport.h), the top of
+ * net/socket/: NCCL's calls on a socket comm, onto its life (life.h) and
+ * its data path (ops.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "net/core/transport.h"
+#include "net/socket/fail.h"
+#include "net/socket/life.h"
+#include "net/socket/ops.h"
 #include "net/socket/sock.h"
+#include "net/socket/stream.h"
 
 /* The socket transport's id on the wire (handle, hello). */
 #define RAIL_SOCKET_WIRE_ID 0
+
+/* Defined at the end: the comms and requests it makes name it. */
+extern const struct rail_transport rail_transport_socket;
 
 static struct rail_sock *rail_st_comm(struct rail_conn *c) { return (struct rail_sock *)c; }
 
 static int rail_st_start(int is_send, const struct rail_setup_rail *setup, int nsetup,
                          const char *peer, struct rail_conn **out) {
   struct rail_sock *c;
-  int rc = rail_sock_create(is_send, setup, nsetup, peer, &c);
+  int rc = rail_life_start(&rail_transport_socket, is_send, setup, nsetup, peer, &c);
 
   if (rc == 0) *out = &c->base;
   return rc;
@@ -26,7 +34,7 @@ static int rail_st_start(int is_send, const struct rail_setup_rail *setup, int n
 static int rail_st_step(struct rail_conn *c) { return 0; }
 
 static int rail_st_close(struct rail_conn *c) {
-  rail_sock_destroy(rail_st_comm(c));
+  rail_life_close(rail_st_comm(c));
   return 0;
 }
 
@@ -59,7 +67,7 @@ static int rail_st_dereg_mr(struct rail_conn *c, void *mhandle) { return 0; }
 static int rail_st_isend(struct rail_conn *c, void *data, size_t size, int tag, void *mhandle,
                          struct rail_xreq **request) {
   struct rail_req *r = NULL;
-  int rc = rail_req_isend(rail_st_comm(c), data, size, tag, &r);
+  int rc = rail_ops_isend(rail_st_comm(c), data, size, tag, &r);
 
   if (rc == 0) *request = r != NULL ? &r->base : NULL;
   return rc;
@@ -68,7 +76,7 @@ static int rail_st_isend(struct rail_conn *c, void *data, size_t size, int tag, 
 static int rail_st_irecv_group(struct rail_conn *c, int n, void **data, const size_t *sizes,
                                const int *tags, void **mhandles, struct rail_xreq **request) {
   struct rail_req *r = NULL;
-  int rc = rail_req_irecv(rail_st_comm(c), n, data, sizes, tags, &r);
+  int rc = rail_ops_irecv(rail_st_comm(c), n, data, sizes, tags, &r);
 
   if (rc == 0) *request = r != NULL ? &r->base : NULL;
   return rc;
@@ -93,7 +101,7 @@ static int rail_st_iflush_group(struct rail_conn *c, int n, void **data, const i
 }
 
 static int rail_st_test(struct rail_xreq *r, int *done, int *sizes) {
-  return rail_req_test((struct rail_req *)r, done, sizes);
+  return rail_ops_test((struct rail_req *)r, done, sizes);
 }
 
 static int rail_st_stats(struct rail_conn *conn, struct rail_net_stats *st) {
@@ -121,7 +129,7 @@ static int rail_st_rail_down(struct rail_conn *conn, int rail) {
 
   if (rail < 0 || rail >= c->nrails) return -EINVAL;
   pthread_mutex_lock(&c->mu);
-  rail_sock_rail_down(c, rail, -ENETDOWN, "taken down by request");
+  rail_fail_rail(c, rail, -ENETDOWN, "taken down by request");
   pthread_mutex_unlock(&c->mu);
   return 0;
 }

@@ -10,7 +10,11 @@
  * Lifetime: the thread runs while connections exist and is joined when the
  * last one closes, so nothing of ours runs once NCCL may unload the plugin.
  * It only ever try-locks a connection, and a connection leaves the list
- * before it is destroyed. Thread-safe. */
+ * before it is destroyed. Thread-safe.
+ *
+ * Layer: a second caller of the progress (progress.h) beside NCCL's
+ * calls; a connection joins the list when it starts and leaves it when it
+ * closes (life.h). */
 #ifndef RAIL_NET_SOCKET_WATCH_H
 #define RAIL_NET_SOCKET_WATCH_H
 

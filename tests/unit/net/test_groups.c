@@ -57,7 +57,7 @@ TEST(the_largest_message_in_a_group) {
   nt_close(&ng_pair);
 }
 
-/* What may wait for a buffer on a socket connection (dispatch.h): an inline
+/* What may wait for a buffer on a socket connection (pair.h): an inline
  * send behind a large one of its tag is refused until that one has its
  * buffer, while one of another tag goes; at most RAIL_PEND_MAX sends wait,
  * and the next is refused; every one lands once its receive comes. */

@@ -8,7 +8,7 @@
 #include "net/core/match.h"
 #include "net/core/wire.h"
 #include "net/socket/nap.h"
-#include "net/socket/req.h"
+#include "net/socket/ops.h"
 #include "net/socket/stream.h"
 #include "net_util.h"
 #include "test.h"
@@ -1181,24 +1181,24 @@ TEST(test_pinning) {
   nt_env("NCCL_RAIL_PIN_THREADS", NULL);
 }
 
-/* test()'s nap (engine.c): what it hands to the data threads, by size. */
+/* test()'s nap (net/socket/ops.c): what it hands to the data threads, by size. */
 TEST(test_nap_policy) {
   int w = -1;
 
   /* Small messages: a yield, never a timer. */
-  CHECK_EQ_INT((int)rail_req_nap_ns(4096, 0, &w), 0);
+  CHECK_EQ_INT((int)rail_ops_nap_ns(4096, 0, &w), 0);
   CHECK_EQ_INT(w, 0);
   /* Mid-size: only the oldest pending request naps, wakeably, at 4 GB/s. */
-  CHECK_EQ_INT((int)rail_req_nap_ns(256u << 10, 1, &w), -1);
-  CHECK_EQ_INT((int)rail_req_nap_ns(256u << 10, 0, &w), (256 << 10) / 4);
+  CHECK_EQ_INT((int)rail_ops_nap_ns(256u << 10, 1, &w), -1);
+  CHECK_EQ_INT((int)rail_ops_nap_ns(256u << 10, 0, &w), (256 << 10) / 4);
   CHECK_EQ_INT(w, 1);
-  CHECK_EQ_INT((int)rail_req_nap_ns(2u << 20, 0, &w), 100000);
+  CHECK_EQ_INT((int)rail_ops_nap_ns(2u << 20, 0, &w), 100000);
   /* Bulk: likewise only the oldest, wakeably, 1 ms: any comm's next event
    * ends it (test_nap_wakes). */
-  CHECK_EQ_INT((int)rail_req_nap_ns(4u << 20, 1, &w), -1);
-  CHECK_EQ_INT((int)rail_req_nap_ns(4u << 20, 0, &w), 1000000);
+  CHECK_EQ_INT((int)rail_ops_nap_ns(4u << 20, 1, &w), -1);
+  CHECK_EQ_INT((int)rail_ops_nap_ns(4u << 20, 0, &w), 1000000);
   CHECK_EQ_INT(w, 1);
-  CHECK_EQ_INT((int)rail_req_nap_ns(256u << 20, 0, &w), 1000000);
+  CHECK_EQ_INT((int)rail_ops_nap_ns(256u << 20, 0, &w), 1000000);
 }
 
 struct nt_later {

@@ -403,7 +403,7 @@ TEST(test_fail_waits_for_writers) {
  * posted for yet when the receiver posts a receive too small for the large
  * message before them: the notice still goes out, and that receive fails.
  * The small ones have another tag: behind a large one of theirs that waits
- * for its buffer, they would be refused (dispatch.h). */
+ * for its buffer, they would be refused (net/socket/pair.h). */
 TEST(test_too_large_notice_when_log_full) {
   struct nt_pair p;
   size_t big = 1 << 20;

@@ -1,12 +1,12 @@
-/* Matching sends to receive buffers, and the control records of a socket
- * connection (net/core/wire.h's records), in order:
+/* Matching: which receive buffer each send of a socket connection takes,
+ * decided apart on both ends from the control records (net/core/wire.h's
+ * records), in order:
  *   receiver RTR(buffer, capacity, tag, group)      <-  from irecv, per buffer
  *   small:   sender MSG(size, tag, payload)         ->  from isend, RTR or not
  *   large:   sender chunks on data streams          ->  once its buffer is known
  *            receiver DONE(buffer)                  <-  every byte landed
- *   DEAD(rail, stream): the writer abandoned that data stream
- *   ABORT(errno): the writer failed the connection
- *   ACK: nothing but the acknowledgement every record carries
+ * (DEAD, ABORT and ACK are about the connection, not its messages: the
+ * progress takes them, progress.h.)
  *
  * The rule, NCCL's IB transport's (net_ib p2p, every release 2.20-2.31):
  * the k-th send with a tag takes the k-th buffer posted with that tag, in
@@ -37,10 +37,14 @@
  * A message that waits never holds back one for another tag: the receiver
  * takes every record off its control channel as it comes.
  *
- * Everything here runs under the connection's lock, from its progress
- * (progress.h) and from isend/irecv (req.h). */
-#ifndef RAIL_NET_SOCKET_DISPATCH_H
-#define RAIL_NET_SOCKET_DISPATCH_H
+ * Layer: under NCCL's calls (ops.h) and the progress (progress.h), which
+ * call in here; over placement (sched.h: a large send that has its buffer
+ * is handed to it), the requests (req.h) and the control channel. Nothing
+ * here calls back up: what the caller must act on is a return value.
+ *
+ * Everything here runs under the connection's lock. */
+#ifndef RAIL_NET_SOCKET_PAIR_H
+#define RAIL_NET_SOCKET_PAIR_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -50,30 +54,33 @@
 struct rail_sock;
 struct rail_req;
 
-/* 0 done with it, or -EPROTO (with *why set). */
-int rail_dispatch_record(struct rail_sock *c, const struct rail_wire_rec *rec,
-                         const uint8_t *payload, const char **why);
+/* A matching record (sender: RTR, DONE; receiver: MSG): 0 done with it, or
+ * -EPROTO (a record this side never receives, or one that contradicts the
+ * rule) or -ENOMEM, with *why set; the caller fails the connection. */
+int rail_pair_record(struct rail_sock *c, const struct rail_wire_rec *rec, const uint8_t *payload,
+                     const char **why);
 
 /* ---- sender ---- */
 /* The announced buffer a new send with `tag` takes now, or -1 when it must
  * wait (none is free, or an earlier send with that tag waits). */
-int64_t rail_dispatch_buffer_for(const struct rail_sock *c, int tag);
+int64_t rail_pair_buffer_for(const struct rail_sock *c, int tag);
 /* Whether one more send with `tag` may wait for its buffer: bytes is what
  * its inline record holds (0 for a large send). */
-int rail_dispatch_may_wait(const struct rail_sock *c, int tag, size_t bytes);
+int rail_pair_may_wait(const struct rail_sock *c, int tag, size_t bytes);
 /* Send r (its record, if any, appended) takes buffer b (from
- * rail_dispatch_buffer_for), or waits for one when b < 0. A large send with
- * its buffer starts (or fails with -EMSGSIZE when it does not fit). */
-void rail_dispatch_posted(struct rail_sock *c, struct rail_req *r, int64_t b, size_t bytes);
+ * rail_pair_buffer_for), or waits for one when b < 0. A large send with
+ * its buffer is placed (sched.h), or fails with -EMSGSIZE when it does not
+ * fit. */
+void rail_pair_send_posted(struct rail_sock *c, struct rail_req *r, int64_t b, size_t bytes);
 
 /* ---- receiver ---- */
 /* Buffers seq..seq + n - 1, just posted, take the messages that wait for
  * them. */
-void rail_dispatch_posted_buffers(struct rail_sock *c, uint64_t seq, int n);
+void rail_pair_buffers_posted(struct rail_sock *c, uint64_t seq, int n);
 /* Whether an inline message waits for a buffer (one posted after the
  * connection failed still gets it). */
-int rail_dispatch_has_message(const struct rail_sock *c);
+int rail_pair_has_message(const struct rail_sock *c);
 /* Frees what waiting messages hold (closing). */
-void rail_dispatch_free(struct rail_sock *c);
+void rail_pair_free(struct rail_sock *c);
 
 #endif
