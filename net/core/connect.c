@@ -228,7 +228,9 @@ static void rail_connect_open_all(struct rail_connect *cs, const struct rail_top
       s->rail = r;
       s->ctl = i == 0;
       rail_wire_hello_encode(&hello, s->hello);
-      if (rail_connect_open(cs, s) != 0) s->retry_at = rail_now_ns() + RAIL_CONNECT_RETRY_NS;
+      int rc = rail_connect_open(cs, s);
+      /* Out of fds or memory: the next step tries once more and fails. */
+      if (rc != 0) s->retry_at = rail_tcp_exhausted(rc) ? 1 : rail_now_ns() + RAIL_CONNECT_RETRY_NS;
     }
 }
 
@@ -299,6 +301,13 @@ static int rail_connect_sock(struct rail_connect *cs, struct rail_csock *s, uint
  * first), so refusals and resets are transient until the deadline: try
  * again a little later. Past it, the connect fails. */
 static int rail_connect_retry(struct rail_connect *cs, struct rail_csock *s, int rc, uint64_t now) {
+  if (rail_tcp_exhausted(rc)) {
+    /* Out of fds or memory: a retry finds the same limit, so fail now. */
+    char lim[96];
+    RAIL_WARN("connect on %s to %s: socket: %s (%s); this connect fails now", cs->dev_name,
+              cs->peer_str, strerror(-rc), rail_tcp_limit_str(rc, lim, sizeof(lim)));
+    return rc;
+  }
   if (now > cs->deadline) {
     char a[64], b[64];
     RAIL_WARN("connect from %s (%s) to %s failed: %s", cs->local[s->rail].name,

@@ -2,6 +2,7 @@
 /* The listening side of connection setup (setup.h): listen and accept. */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -55,6 +56,7 @@ struct rail_listen {
   struct rail_pending pend[RAIL_LISTEN_PENDING];
   struct rail_assembly conn;
   struct rail_conn *starting; /* handed to its transport, not yet ready */
+  int failed;                 /* out of a resource (rail_listen_exhausted): every accept fails */
 };
 
 static void rail_assembly_reset(struct rail_assembly *a, int close_fds) {
@@ -94,8 +96,11 @@ static int rail_listen_rail(struct rail_listen *l, const struct rail_device *dev
   rail_ifaces_addr_str(&a, addr, sizeof(addr));
   l->fds[r] = rail_tcp_open(a.ss_family);
   if (l->fds[r] < 0) {
+    char lim[96] = "";
     rc = l->fds[r];
-    RAIL_WARN("listen on %s (%s): socket: %s", dev->rails[r].name, addr, strerror(-rc));
+    if (rail_tcp_exhausted(rc)) rail_tcp_limit_str(rc, lim, sizeof(lim));
+    RAIL_WARN("listen on %s (%s): socket: %s%s%s%s", dev->rails[r].name, addr, strerror(-rc),
+              lim[0] ? " (" : "", lim, lim[0] ? ")" : "");
     return rc;
   }
   if (bind(l->fds[r], (struct sockaddr *)&a, rail_ifaces_addr_len(&a)) != 0 ||
@@ -258,7 +263,29 @@ static void rail_listen_evict(struct rail_listen *l) {
   rail_pending_drop(l, victim, "too many connections without a hello");
 }
 
-static void rail_listen_take_new(struct rail_listen *l, uint64_t now) {
+/* accept4 ran out of fds or memory: the connection waiting in the backlog
+ * cannot be taken now, nor any other of this listener's, and waiting does
+ * not bring the resource back. The accept fails at once, naming the limit;
+ * the listening sockets close, so that the kernel resets the peer's
+ * sockets now rather than the peer finding out at its first transfer. */
+static int rail_listen_exhausted(struct rail_listen *l, int r, int err) {
+  char lim[96];
+
+  RAIL_WARN("listener %s: accept: %s (%s); this accept fails now and the peer's connection is "
+            "refused",
+            l->addrs[r], strerror(-err), rail_tcp_limit_str(err, lim, sizeof(lim)));
+  for (int k = 0; k < l->nrails; k++)
+    if (l->fds[k] >= 0) {
+      close(l->fds[k]);
+      l->fds[k] = -1;
+    }
+  l->failed = err;
+  return err;
+}
+
+/* Takes new sockets off every listening socket; 0, or the resource error
+ * that fails this accept (rail_listen_exhausted). */
+static int rail_listen_take_new(struct rail_listen *l, uint64_t now) {
   uint64_t hello_ns = rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS) / 4;
 
   if (hello_ns > RAIL_LISTEN_HELLO_MS * 1000000ull) hello_ns = RAIL_LISTEN_HELLO_MS * 1000000ull;
@@ -271,6 +298,7 @@ static void rail_listen_take_new(struct rail_listen *l, uint64_t now) {
 
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (rail_tcp_exhausted(-errno)) return rail_listen_exhausted(l, r, -errno);
         if (errno != EAGAIN && errno != EWOULDBLOCK)
           RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: accept: %s", l->addrs[r], strerror(errno));
         break;
@@ -290,6 +318,7 @@ static void rail_listen_take_new(struct rail_listen *l, uint64_t now) {
       rail_listen_read_hello(l, l->npend - 1, now);
     }
   }
+  return 0;
 }
 
 /* The assembled sockets, as the transport takes them. */
@@ -345,6 +374,31 @@ static int rail_listen_step(struct rail_listen *l, struct rail_conn **out) {
   return 0;
 }
 
+/* Whether the peer closed a stream already adopted: nothing may arrive on
+ * one before the transport starts, so an end of file or a reset is the
+ * peer giving up its connect (out of fds, say), and waiting for the rest
+ * would only reach the timeout. -ECONNREFUSED with a WARN, else 0. */
+static int rail_listen_peer_gone(struct rail_listen *l) {
+  struct rail_assembly *a = &l->conn;
+
+  for (int r = 0; r < a->nrails; r++)
+    for (int i = -1; i < a->k; i++) {
+      int fd = i < 0 ? a->ctl[r] : a->data[r][i];
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      char b;
+
+      if (fd < 0 || poll(&p, 1, 0) != 1) continue;
+      if ((p.revents & (POLLHUP | POLLERR)) == 0 && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+        continue;
+      RAIL_WARN("listener %s: the peer closed its connection after %d of %d streams; its connect "
+                "failed, so this accept fails",
+                l->addrs[0], a->adopted, a->need);
+      rail_assembly_reset(a, 1);
+      return -ECONNREFUSED;
+    }
+  return 0;
+}
+
 static int rail_listen_timed_out(const struct rail_listen *l) {
   const char *more = l->nrails > 1 ? " (and its other rails)" : "";
 
@@ -360,20 +414,24 @@ static int rail_listen_timed_out(const struct rail_listen *l) {
 
 int rail_listen_accept(struct rail_listen *l, struct rail_conn **out) {
   uint64_t now = rail_now_ns();
+  int rc;
 
   /* The transport bounds its own exchange by the connect timeout. */
   if (l->starting != NULL) return rail_listen_step(l, out);
   if (l->deadline == 0) l->deadline = now + rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS);
+  if (l->failed != 0) return l->failed;
   rail_listen_read_hellos(l, now);
-  rail_listen_take_new(l, now);
+  rc = rail_listen_take_new(l, now);
+  if (rc != 0) return rc;
   if (l->conn.active && l->conn.adopted == l->conn.need) {
-    int rc = rail_listen_start(l);
+    rc = rail_listen_start(l);
     if (rc != 0) {
       l->starting = NULL;
       return rc;
     }
     return rail_listen_step(l, out);
   }
+  if (l->conn.active && (rc = rail_listen_peer_gone(l)) != 0) return rc;
   if (now > l->deadline) return rail_listen_timed_out(l);
   *out = NULL;
   return 0;

@@ -190,4 +190,9 @@ void harness_kill_receiver_parent(struct harness *h);
 void harness_kill_receiver_child(struct harness *h);
 void harness_bad_handles_parent(struct harness *h);
 
+/* ---- resource limits at setup (sc_limits.c) ------------------------------- */
+
+void harness_fd_limit_parent(struct harness *h);
+void harness_fd_limit_child(struct harness *h);
+
 #endif

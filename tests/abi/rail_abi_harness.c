@@ -117,6 +117,8 @@ static const struct scenario scenarios[] = {
     {"kill_receiver", harness_kill_receiver_parent, harness_kill_receiver_child,
      "the receiver is SIGKILLed where the seed says (set-up, transfer, close, any time)",
      .child_status = 128 + SIGKILL, .short_timeout = 1},
+    {"fd_limit", harness_fd_limit_parent, harness_fd_limit_child,
+     "the receiver reaches RLIMIT_NOFILE while accepting: that accept fails at once, naming it"},
     {"bad_handles", harness_bad_handles_parent, NULL,
      "random, truncated and forged handles to connect: an error or a comm, never a crash"},
 };
