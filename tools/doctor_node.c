@@ -73,6 +73,8 @@ static void doctor_nic_state(struct rail_doctor *d, const struct rail_topo *t,
                     "check the cable and the switch port (ip link show; ethtool), or leave the "
                     "NIC out with NCCL_RAIL_IFNAMES=^NAME",
                     "%s: %s", n->name, n->note[0] ? n->note : "link is down");
+  else if ((n->flags & RAIL_NIC_LINK_LOCAL) && n->role != RAIL_NIC_ROLE_COMPUTE)
+    rail_doctor_say(d, RAIL_DOCTOR_OK, "link", NULL, "%s: up, not used: %s", n->name, n->role_note);
   else if (n->flags & RAIL_NIC_SLOW)
     rail_doctor_say(d, RAIL_DOCTOR_WARN, "speed",
                     "check the link's negotiated speed (ethtool) against its rail peers'", "%s: %s",
@@ -134,6 +136,22 @@ static const char *doctor_iface_str(const struct rail_iface *ifc, char *buf, siz
   return buf;
 }
 
+/* Without NCCL_RAIL_IFNAMES the plugin leaves out the NICs the model says
+ * are no rail (net/core/devices.c), while any is one: so do the checks. */
+static int doctor_drop_unused(const struct rail_topo *t, struct rail_iface *ifs, int n) {
+  int kept = 0, any = 0;
+
+  for (int i = 0; i < n; i++) {
+    const struct rail_topo_nic *nic = rail_topo_find_netdev(t, ifs[i].name);
+    any |= nic == NULL || nic->role == RAIL_NIC_ROLE_COMPUTE;
+  }
+  for (int i = 0; i < n; i++) {
+    const struct rail_topo_nic *nic = rail_topo_find_netdev(t, ifs[i].name);
+    if (!any || nic == NULL || nic->role == RAIL_NIC_ROLE_COMPUTE) ifs[kept++] = ifs[i];
+  }
+  return kept;
+}
+
 /* The interfaces the plugin will use: the same discovery and
  * NCCL_RAIL_IFNAMES selection as net/core/net.c. *n 0 after a finding that
  * says why. Returns the array (caller frees) or NULL. */
@@ -152,6 +170,7 @@ static struct rail_iface *doctor_used_ifaces(struct rail_doctor *d, const char *
     return ifs;
   }
   *n = rail_ifaces_select(ifs, *n, spec);
+  if (spec[0] == '\0') *n = doctor_drop_unused(d->topo, ifs, *n);
   if (*n == 0 && spec[0] != '\0')
     rail_doctor_say(d, RAIL_DOCTOR_WARN, check,
                     "name interfaces that are up (ip -br addr), or unset NCCL_RAIL_IFNAMES",

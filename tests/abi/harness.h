@@ -107,6 +107,8 @@ void harness_inflight_parent(struct harness *h);
 void harness_inflight_child(struct harness *h);
 void harness_truncation_parent(struct harness *h);
 void harness_truncation_child(struct harness *h);
+void harness_failed_recv_parent(struct harness *h);
+void harness_failed_recv_child(struct harness *h);
 void harness_multi_side(struct harness *h); /* both processes */
 
 /* ---- scenarios: teardown (sc_close.c) ------------------------------------ */

@@ -73,6 +73,8 @@ static const struct scenario scenarios[] = {
      "32 receives posted before the first send, then 160 messages 32 deep"},
     {"truncation", harness_truncation_parent, harness_truncation_child,
      "a message larger than its receive fails it with ncclInvalidUsage, nothing overwritten"},
+    {"failed_recv", harness_failed_recv_parent, harness_failed_recv_child,
+     "a receive too small for its message fails; the messages after it land where they belong"},
     {"close", harness_close_parent, harness_close_child,
      "every comm closed in every state NCCL can leave it in; the peer's requests end",
      .short_timeout = 1},
