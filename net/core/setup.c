@@ -32,3 +32,7 @@ void rail_setup_set_port(struct sockaddr_storage *a, unsigned port) {
 }
 
 uint64_t rail_setup_ms_ns(enum rail_param p) { return (uint64_t)rail_param_int(p) * 1000000ull; }
+
+long rail_setup_fds_needed(int nrails, int nstreams) {
+  return (long)RAIL_SETUP_EXPECTED_COMMS * nrails * (1 + nstreams) + RAIL_SETUP_NCCL_FDS;
+}
