@@ -36,6 +36,8 @@ struct rail_pending {
 /* The connection being assembled from adopted sockets. */
 struct rail_assembly {
   int active;
+  int restarts;     /* times the peer left rails out and started over */
+  uint64_t gone_at; /* when an adopted stream was seen closed; 0 if none */
   uint64_t conn_id;
   const struct rail_transport *t;
   int nrails, k, adopted, need;
@@ -71,6 +73,25 @@ static void rail_assembly_reset(struct rail_assembly *a, int close_fds) {
   }
   a->active = 0;
   a->adopted = a->need = 0;
+  a->restarts = 0;
+  a->gone_at = 0;
+}
+
+/* The connector left out rails whose streams did not connect and starts
+ * over on the rest with the next connection id (connect.c): what was
+ * adopted goes, and the new hellos say the set both ends run on. Ids
+ * further on than a few restarts, or behind, are another connection. */
+#define RAIL_LISTEN_MAX_RESTARTS 8
+static int rail_listen_restarted(struct rail_listen *l, const struct rail_wire_hello *h,
+                                 const struct rail_transport *t) {
+  struct rail_assembly *a = &l->conn;
+  uint64_t ahead = h->conn_id - a->conn_id;
+  int restarts = a->restarts;
+
+  if (ahead == 0 || ahead > RAIL_LISTEN_MAX_RESTARTS || t != a->t) return 0;
+  rail_assembly_reset(a, 1);
+  a->restarts = restarts + 1;
+  return 1;
 }
 
 void rail_listen_close(struct rail_listen *l) {
@@ -194,6 +215,7 @@ static const char *rail_listen_adopt(struct rail_listen *l, struct rail_pending 
   if (h.nrails > RAIL_MAX_RAILS || h.nstreams > RAIL_TRANSPORT_MAX_STREAMS ||
       (h.nstreams >= 1) != (t->uses_data_sockets != 0))
     return "malformed hello";
+  if (a->active && h.conn_id != a->conn_id) rail_listen_restarted(l, &h, t);
   if (!a->active) {
     a->active = 1;
     a->conn_id = h.conn_id;
@@ -321,6 +343,26 @@ static int rail_listen_take_new(struct rail_listen *l, uint64_t now) {
   return 0;
 }
 
+/* After the peer left rails out: one WARN naming this end's rails that the
+ * connection does not use, so that both nodes' logs say it. */
+static void rail_listen_say_left_out(const struct rail_listen *l) {
+  const struct rail_assembly *a = &l->conn;
+  char names[256] = "";
+  size_t o = 0;
+
+  for (int r = 0; r < l->nrails; r++) {
+    int used = 0;
+    for (int k = 0; k < a->nrails; k++)
+      used |= a->via[k] == r;
+    if (!used && o < sizeof(names))
+      o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s (%s)", o ? ", " : "",
+                            l->rails[r].name, l->addrs[r]);
+  }
+  RAIL_WARN("listener %s: the peer left out its rails whose streams did not connect (%d time(s)); "
+            "this connection runs on %d rail(s)%s%s",
+            l->addrs[0], a->restarts, a->nrails, names[0] ? ", not on " : "", names);
+}
+
 /* The assembled sockets, as the transport takes them. */
 static int rail_listen_start(struct rail_listen *l) {
   struct rail_assembly *a = &l->conn;
@@ -352,6 +394,7 @@ static int rail_listen_start(struct rail_listen *l) {
       rail_tcp_tune(setup[r].data_fds[i], AF_UNSPEC, RAIL_TCP_DATA, -1);
     }
   }
+  if (a->restarts > 0) rail_listen_say_left_out(l);
   /* The transport owns the fds from here, whatever it returns. */
   rail_assembly_reset(a, 0);
   return t->start(0, setup, nrails, peer, &l->starting);
@@ -377,9 +420,22 @@ static int rail_listen_step(struct rail_listen *l, struct rail_conn **out) {
 /* Whether the peer closed a stream already adopted: nothing may arrive on
  * one before the transport starts, so an end of file or a reset is the
  * peer giving up its connect (out of fds, say), and waiting for the rest
- * would only reach the timeout. -ECONNREFUSED with a WARN, else 0. */
-static int rail_listen_peer_gone(struct rail_listen *l) {
+ * would only reach the timeout. A peer that left rails out closes its
+ * streams too, and its new ones follow within a round trip (they restart
+ * the assembly): so the accept fails only when none came within
+ * RAIL_LISTEN_GONE_MS. -ECONNREFUSED with a WARN, else 0. */
+#define RAIL_LISTEN_GONE_MS 1000
+static int rail_listen_peer_gone(struct rail_listen *l, uint64_t now) {
   struct rail_assembly *a = &l->conn;
+
+  if (a->gone_at != 0) {
+    if (now - a->gone_at < RAIL_LISTEN_GONE_MS * 1000000ull) return 0;
+    RAIL_WARN("listener %s: the peer closed its connection after %d of %d streams; its connect "
+              "failed, so this accept fails",
+              l->addrs[0], a->adopted, a->need);
+    rail_assembly_reset(a, 1);
+    return -ECONNREFUSED;
+  }
 
   for (int r = 0; r < a->nrails; r++)
     for (int i = -1; i < a->k; i++) {
@@ -390,11 +446,8 @@ static int rail_listen_peer_gone(struct rail_listen *l) {
       if (fd < 0 || poll(&p, 1, 0) != 1) continue;
       if ((p.revents & (POLLHUP | POLLERR)) == 0 && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
         continue;
-      RAIL_WARN("listener %s: the peer closed its connection after %d of %d streams; its connect "
-                "failed, so this accept fails",
-                l->addrs[0], a->adopted, a->need);
-      rail_assembly_reset(a, 1);
-      return -ECONNREFUSED;
+      a->gone_at = now;
+      return 0;
     }
   return 0;
 }
@@ -431,7 +484,7 @@ int rail_listen_accept(struct rail_listen *l, struct rail_conn **out) {
     }
     return rail_listen_step(l, out);
   }
-  if (l->conn.active && (rc = rail_listen_peer_gone(l)) != 0) return rc;
+  if (l->conn.active && (rc = rail_listen_peer_gone(l, now)) != 0) return rc;
   if (now > l->deadline) return rail_listen_timed_out(l);
   *out = NULL;
   return 0;

@@ -27,6 +27,9 @@
 #                    link-local address and reaching nothing: left out of
 #                    the rail group (topo, doctor say why), and the ABI
 #                    harness's sizes scenario passes across the rig at once
+#   run-deadrail     rail 1 carries nothing from the start: every connection
+#                    leaves it out within NCCL_RAIL_CONNECT_RAIL_MS, both
+#                    nodes say so, and the harness's sizes scenario passes
 #   run-bench        nccl-rail bench across the rig: completes, and both rails
 #                    carry a substantial share of the bytes
 #   run-failover [--node a|b] [--rail 0|1|all] [--how down|blackhole]
@@ -583,6 +586,43 @@ cmd_run_deadport() {
   return "$fail"
 }
 
+# run-deadrail (issue 34, 1): rail 1 carries nothing from the start (a
+# blackhole route on both nodes: the link is up, no error anywhere). Every
+# connection must leave r1 out within NCCL_RAIL_CONNECT_RAIL_MS (5 s) with
+# a WARN on each node naming it, and run on r0: the harness's sizes
+# scenario passes well inside the connect timeout. Before, every
+# connection waited for r1's streams until the timeout and failed.
+cmd_run_deadrail() {
+  local harness fail=0 t0 t1
+  harness=$(need_bin rail_abi_harness)
+  rig_own 0 0 0 1500
+  in_ns a ip route replace blackhole "${rail_net[1]}.0/24"
+  in_ns b ip route replace blackhole "${rail_net[1]}.0/24"
+  t0=$(date +%s)
+  if in_ns a env NCCL_RAIL_IFNAMES=r0,r1 LD_LIBRARY_PATH="$build" timeout -k 5 150 \
+    "$harness" --plugin rail --version 12 --scenario sizes --peer-netns "$(ns_of b)" \
+    >"$rig_tmp/abi.out" 2>&1; then
+    t1=$(date +%s)
+    echo "PASS abi v12.sizes across the rig with r1 dead from the start: $((t1 - t0)) s"
+  else
+    echo "FAIL abi v12.sizes across the rig with r1 dead from the start (after $(($(date +%s) - t0)) s)"
+    grep -E 'WARN|FAIL|failed' "$rig_tmp/abi.out" | head -20 | sed 's/^/  /'
+    fail=1
+  fi
+  if grep -q 'WARN .*connect on r0+r1 to .*rail r1 .*left out of this connection, which runs on 1 of 2' \
+    "$rig_tmp/abi.out" &&
+    grep -q 'WARN .*listener .*the peer left out its rails .*runs on 1 rail(s), not on r1' \
+      "$rig_tmp/abi.out"; then
+    echo "PASS both nodes' logs name r1 as left out"
+    grep -E 'WARN .*(left out|the peer left out)' "$rig_tmp/abi.out" | sort -u | head -4 | sed 's/^/  /'
+  else
+    echo "FAIL the logs do not name r1 as left out on both nodes"
+    grep -E 'WARN' "$rig_tmp/abi.out" | head -10 | sed 's/^/  /'
+    fail=1
+  fi
+  return "$fail"
+}
+
 # run-abi: the ABI harness's scenarios with the receiver (the harness's
 # parent) in node A and the sender (its forked child) in node B, so every
 # scenario crosses both rails.
@@ -1053,6 +1093,10 @@ main() {
     run-deadport)
       rig_require
       cmd_run_deadport "$@"
+      ;;
+    run-deadrail)
+      rig_require
+      cmd_run_deadrail "$@"
       ;;
     run-soak)
       rig_require
