@@ -323,6 +323,18 @@ static int rail_connect_retry(struct rail_connect *cs, struct rail_csock *s, int
               cs->peer_str, strerror(-rc), rail_tcp_limit_str(rc, lim, sizeof(lim)));
     return rc;
   }
+  if (rc == -ECONNREFUSED) {
+    /* The listener made its sockets before its handle left, and keeps
+     * them until its accept ends (a full backlog drops a SYN, it does not
+     * refuse it): a refusal is a listener that is gone, or that failed its
+     * accept (out of fds, listen.c). Waiting would only reach the timeout. */
+    char a[64], b[64];
+    RAIL_WARN("connect from %s (%s) to %s refused: the peer's listener is closed (its accept "
+              "failed, or it is gone); this connect fails now",
+              cs->local[s->rail].name, rail_ifaces_addr_str(&cs->local[s->rail].addr, a, sizeof(a)),
+              rail_ifaces_addr_str(&cs->peer[s->rail], b, sizeof(b)));
+    return rc;
+  }
   if (now > cs->deadline) {
     char a[64], b[64];
     RAIL_WARN("connect from %s (%s) to %s failed: %s", cs->local[s->rail].name,

@@ -292,6 +292,7 @@ static void rail_listen_evict(struct rail_listen *l) {
  * sockets now rather than the peer finding out at its first transfer. */
 static int rail_listen_exhausted(struct rail_listen *l, int r, int err) {
   char lim[96];
+  struct linger rst = {.l_onoff = 1, .l_linger = 0};
 
   RAIL_WARN("listener %s: accept: %s (%s); this accept fails now and the peer's connection is "
             "refused",
@@ -301,6 +302,19 @@ static int rail_listen_exhausted(struct rail_listen *l, int r, int err) {
       close(l->fds[k]);
       l->fds[k] = -1;
     }
+  /* The streams of the peer's that were taken already are reset too (a
+   * plain close would let its first send through). */
+  for (int i = 0; i < l->npend; i++)
+    setsockopt(l->pend[i].fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+  for (int k = 0; k < RAIL_MAX_RAILS; k++) {
+    if (l->conn.ctl[k] >= 0) setsockopt(l->conn.ctl[k], SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+    for (int i = 0; i < RAIL_TRANSPORT_MAX_STREAMS; i++)
+      if (l->conn.data[k][i] >= 0)
+        setsockopt(l->conn.data[k][i], SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+  }
+  while (l->npend > 0)
+    close(l->pend[--l->npend].fd);
+  rail_assembly_reset(&l->conn, 1);
   l->failed = err;
   return err;
 }

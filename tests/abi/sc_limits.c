@@ -163,7 +163,17 @@ void harness_fd_limit_child(struct harness *h) {
     if (rc != ncclSuccess) comms[n] = NULL;
     n++;
   }
-  /* The last one was the connection the peer could not accept. */
+  /* The last one was the connection the peer could not accept: its
+   * listener closed, and the kernel reset these streams then, so the first
+   * transfer fails at once (ncclRemoteError), not after a timeout. */
+  if (n > 0 && comms[n - 1] != NULL) {
+    uint64_t t0 = rail_nd_now_ns();
+    int rc = lim_roundtrip(h, comms[n - 1], 1);
+    fprintf(stderr, "fd_limit: a send on the refused connection returned %d after %llu ms\n", rc,
+            (unsigned long long)((rail_nd_now_ns() - t0) / 1000000));
+    CHECK_EQ_INT(rc, ncclRemoteError);
+    CHECK((rail_nd_now_ns() - t0) / 1000000 < LIM_BOUND_MS);
+  }
   for (int i = 0; i + 1 < n; i++)
     CHECK_EQ_INT(lim_roundtrip(h, comms[i], 1), ncclSuccess);
   harness_barrier(h, 1);
