@@ -69,6 +69,9 @@ const char *rail_tcp_limit_str(int err, char *buf, size_t len) {
              (unsigned long long)rl.rlim_max);
   else if (err == -ENFILE)
     snprintf(buf, len, "the system's open files, fs.file-max");
+  else if (err == -EAGAIN && getrlimit(RLIMIT_NPROC, &rl) == 0)
+    snprintf(buf, len, "threads: RLIMIT_NPROC %llu (hard %llu), kernel.threads-max",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
   else
     snprintf(buf, len, "socket memory");
   return buf;

@@ -5,7 +5,8 @@
  * (well inside the connect timeout, 15 s here) with ncclSystemError and a
  * WARN that names RLIMIT_NOFILE and its value; the connections accepted
  * before it keep moving data; the peer's connect returns within the bound
- * too, and the peer is not left waiting for the timeout either. */
+ * too, and its first transfer on the refused one fails at once. Then the
+ * other way round: the connecting process at its limit. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -68,6 +69,18 @@ static int lim_accept(struct harness *h, void *lc, void **comm, FILE *log, int s
   return rc;
 }
 
+/* connect, with fd 2 going to `log` meanwhile (as lim_accept). */
+static int lim_connect(struct harness *h, void *handle, void **comm, FILE *log, int saved) {
+  int rc;
+
+  fflush(stderr);
+  dup2(fileno(log), 2);
+  rc = rail_nd_connect_until(&h->nd, 0, handle, comm, WAIT_MS);
+  fflush(stderr);
+  dup2(saved, 2);
+  return rc;
+}
+
 static int lim_log_has(FILE *log, const char *needle) {
   char line[2048];
   int found = 0;
@@ -78,6 +91,91 @@ static int lim_log_has(FILE *log, const char *needle) {
     found |= strstr(line, needle) != NULL;
   }
   return found;
+}
+
+/* The other way round: the connecting process runs into its limit. Its
+ * connect fails at once naming RLIMIT_NOFILE (checked in the child); this
+ * accept fails too, within a second of the peer closing what it had
+ * opened (ncclRemoteError), or at the connect timeout when the peer could
+ * open nothing at all; never later. */
+static void lim_connector_phase_parent(struct harness *h) {
+  void *comms[LIM_CONNS] = {0};
+  int n;
+
+  for (n = 0; n < LIM_CONNS; n++) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {0};
+    uint8_t go = 1;
+    void *lc = NULL;
+    uint64_t t0;
+    int rc;
+
+    CHECK_EQ_INT(rail_nd_listen(&h->nd, 0, handle, &lc), ncclSuccess);
+    if (lc == NULL) break;
+    CHECK_EQ_INT(rail_nd_oob_send(h->oob, &go, 1), 0);
+    CHECK_EQ_INT(rail_nd_oob_send(h->oob, handle, sizeof(handle)), 0);
+    t0 = rail_nd_now_ns();
+    rc = rail_nd_accept_until(&h->nd, lc, &comms[n], WAIT_MS);
+    rail_nd_close_listen(&h->nd, lc);
+    if (rc == ncclSuccess) continue;
+    fprintf(stderr,
+            "fd_limit: with the connector at its limit, accept %d failed with %d after %llu ms\n",
+            n, rc, (unsigned long long)((rail_nd_now_ns() - t0) / 1000000));
+    CHECK(rc == ncclRemoteError || rc == ncclSystemError);
+    CHECK((rail_nd_now_ns() - t0) / 1000000 < 15000 + LIM_BOUND_MS);
+    comms[n] = NULL;
+    break;
+  }
+  CHECK(n < LIM_CONNS);
+  {
+    uint8_t stop = 0;
+    CHECK_EQ_INT(rail_nd_oob_send(h->oob, &stop, 1), 0);
+  }
+  harness_barrier(h, 2);
+  for (int i = 0; i < LIM_CONNS; i++)
+    if (comms[i] != NULL) rail_nd_close_recv(&h->nd, comms[i]);
+}
+
+static void lim_connector_phase_child(struct harness *h) {
+  void *comms[LIM_CONNS] = {0};
+  FILE *log = tmpfile();
+  int saved = dup(2), n = 0, failed = 0, base = lim_open_fds();
+  struct rlimit old, low;
+
+  CHECK(log != NULL && saved >= 0 && base > 0);
+  if (log == NULL || saved < 0) return;
+  CHECK_EQ_INT(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low = old;
+  low.rlim_cur = (rlim_t)(base + LIM_HEADROOM);
+  CHECK_EQ_INT(setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (;;) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    uint8_t go = 0;
+    uint64_t t0;
+    int rc;
+
+    if (rail_nd_oob_recv(h->oob, &go, 1, WAIT_MS) != 0 || go == 0) break;
+    CHECK_EQ_INT(rail_nd_oob_recv(h->oob, handle, sizeof(handle), WAIT_MS), 0);
+    if (failed || n == LIM_CONNS) continue; /* the peer's accept ends on its own */
+    t0 = rail_nd_now_ns();
+    rc = lim_connect(h, handle, &comms[n], log, saved);
+    if (rc == ncclSuccess) {
+      n++;
+      continue;
+    }
+    failed = 1;
+    fprintf(stderr, "fd_limit: connect %d at this end's limit failed with %d after %llu ms\n", n,
+            rc, (unsigned long long)((rail_nd_now_ns() - t0) / 1000000));
+    CHECK_EQ_INT(rc, ncclSystemError);
+    CHECK((rail_nd_now_ns() - t0) / 1000000 < LIM_BOUND_MS);
+    CHECK(lim_log_has(log, "RLIMIT_NOFILE"));
+  }
+  CHECK(failed);
+  CHECK_EQ_INT(setrlimit(RLIMIT_NOFILE, &old), 0);
+  harness_barrier(h, 2);
+  for (int i = 0; i < n; i++)
+    rail_nd_close_send(&h->nd, comms[i]);
+  fclose(log);
+  close(saved);
 }
 
 void harness_fd_limit_parent(struct harness *h) {
@@ -137,6 +235,7 @@ void harness_fd_limit_parent(struct harness *h) {
   harness_barrier(h, 1);
   for (int i = 0; i < n; i++)
     if (comms[i] != NULL) CHECK_EQ_INT(rail_nd_close_recv(&h->nd, comms[i]), ncclSuccess);
+  lim_connector_phase_parent(h);
   fclose(log);
   close(saved);
   harness_plugin_down(h);
@@ -179,5 +278,6 @@ void harness_fd_limit_child(struct harness *h) {
   harness_barrier(h, 1);
   for (int i = 0; i < n; i++)
     if (comms[i] != NULL) rail_nd_close_send(&h->nd, comms[i]);
+  lim_connector_phase_child(h);
   harness_plugin_down(h);
 }
