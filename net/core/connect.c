@@ -33,6 +33,7 @@ struct rail_csock {
   int rail;
   int ctl; /* the rail's control stream */
   int connected;
+  int refused; /* a try was refused (ECONNREFUSED) */
   size_t sent;
   uint64_t retry_at; /* 0: not waiting to retry */
   uint8_t hello[RAIL_WIRE_HELLO_BYTES];
@@ -228,6 +229,7 @@ static void rail_connect_open_all(struct rail_connect *cs) {
                                       .nrails = (uint8_t)cs->nrails,
                                       .nstreams = (uint8_t)cs->k,
                                       .transport = cs->t->kind};
+      memset(s, 0, sizeof(*s)); /* a slot of an earlier try, after rails were left out */
       s->fd = -1;
       s->rail = r;
       s->ctl = i == 0;
@@ -323,18 +325,8 @@ static int rail_connect_retry(struct rail_connect *cs, struct rail_csock *s, int
               cs->peer_str, strerror(-rc), rail_tcp_limit_str(rc, lim, sizeof(lim)));
     return rc;
   }
-  if (rc == -ECONNREFUSED) {
-    /* The listener made its sockets before its handle left, and keeps
-     * them until its accept ends (a full backlog drops a SYN, it does not
-     * refuse it): a refusal is a listener that is gone, or that failed its
-     * accept (out of fds, listen.c). Waiting would only reach the timeout. */
-    char a[64], b[64];
-    RAIL_WARN("connect from %s (%s) to %s refused: the peer's listener is closed (its accept "
-              "failed, or it is gone); this connect fails now",
-              cs->local[s->rail].name, rail_ifaces_addr_str(&cs->local[s->rail].addr, a, sizeof(a)),
-              rail_ifaces_addr_str(&cs->peer[s->rail], b, sizeof(b)));
-    return rc;
-  }
+  /* Every rail refused: rail_connect_all_refused decides. */
+  if (rc == -ECONNREFUSED) s->refused = 1;
   if (now > cs->deadline) {
     char a[64], b[64];
     RAIL_WARN("connect from %s (%s) to %s failed: %s", cs->local[s->rail].name,
@@ -386,6 +378,29 @@ static int rail_connect_handover(struct rail_connect *cs) {
             "connected %s to %s over %s: %d rail(s) x (1 control + %d data) streams", cs->dev_name,
             cs->peer_str, cs->t->name, cs->nrails, cs->k);
   return cs->t->start(1, setup, cs->nrails, cs->peer_str, &cs->starting);
+}
+
+/* Whether a socket of every rail was refused: the listener made its
+ * sockets before its handle left and keeps them until its accept ends (a
+ * full backlog drops a SYN, it does not refuse it), so that is a listener
+ * that is gone, or that failed its accept (out of fds, listen.c), and
+ * waiting would only reach the timeout. One rail refused among others
+ * that connect (a firewall's reject) is a rail to leave out instead
+ * (rail_connect_leave_out). -ECONNREFUSED with a WARN, else 0. */
+static int rail_connect_all_refused(const struct rail_connect *cs) {
+  char a[64], b[64];
+  int r, i;
+
+  for (r = 0; r < cs->nrails; r++) {
+    for (i = 0; i <= cs->k && !cs->socks[r * (1 + cs->k) + i].refused; i++)
+      ;
+    if (i > cs->k) return 0;
+  }
+  RAIL_WARN("connect from %s (%s) to %s refused: the peer's listener is closed (its accept "
+            "failed, or it is gone); this connect fails now",
+            cs->local[0].name, rail_ifaces_addr_str(&cs->local[0].addr, a, sizeof(a)),
+            rail_ifaces_addr_str(&cs->peer[0], b, sizeof(b)));
+  return -ECONNREFUSED;
 }
 
 /* Rail r's sockets: how many wrote their hello, and whether one has never
@@ -458,6 +473,7 @@ static int rail_connect_step(struct rail_connect *cs, struct rail_conn **out) {
     if (ready < 0) return ready;
     if (ready < cs->nsocks) {
       uint64_t now = rail_now_ns();
+      if ((rc = rail_connect_all_refused(cs)) != 0) return rc;
       if (now > cs->rail_deadline && rail_connect_leave_out(cs)) return 0;
       if (now <= cs->deadline) return 0;
       RAIL_WARN("connect to %s: not connected within %lld ms (%d of %d streams ready)",

@@ -288,8 +288,10 @@ static void rail_listen_evict(struct rail_listen *l) {
 /* accept4 ran out of fds or memory: the connection waiting in the backlog
  * cannot be taken now, nor any other of this listener's, and waiting does
  * not bring the resource back. The accept fails at once, naming the limit;
- * the listening sockets close, so that the kernel resets the peer's
- * sockets now rather than the peer finding out at its first transfer. */
+ * the listening sockets close (the kernel resets what waits in their
+ * backlog) and the peer's streams taken already are reset, so that the
+ * peer's connect is refused, or its first transfer fails, at once rather
+ * than at a timeout. */
 static int rail_listen_exhausted(struct rail_listen *l, int r, int err) {
   char lim[96];
   struct linger rst = {.l_onoff = 1, .l_linger = 0};
