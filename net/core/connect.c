@@ -439,13 +439,24 @@ static int rail_connect_leave_out(struct rail_connect *cs) {
   }
   if (ngood == 0 || ngood == cs->nrails) return 0;
   for (r = 0; r < cs->nrails; r++) {
+    struct sockaddr_storage host = cs->peer[r];
+    char key[96];
+
     if (ready[r] == 1 + cs->k) continue;
-    RAIL_WARN("connect on %s to %s: rail %s (%s -> %s): %d of %d streams connected within %llu ms; "
-              "it is left out of this connection, which runs on %d of %d rails",
-              cs->dev_name, cs->peer_str, cs->local[r].name,
-              rail_ifaces_addr_str(&cs->local[r].addr, a, sizeof(a)),
-              rail_ifaces_addr_str(&cs->peer[r], b, sizeof(b)), ready[r], 1 + cs->k,
-              (unsigned long long)(rail_connect_rail_bound_ns() / 1000000), ngood, cs->nrails);
+    /* One WARN per rail and peer host; INFO for its other connections. */
+    rail_setup_set_port(&host, 0);
+    snprintf(key, sizeof(key), "out:%s>%s", cs->local[r].name,
+             rail_ifaces_addr_str(&host, b, sizeof(b)));
+    rail_ifaces_addr_str(&cs->local[r].addr, a, sizeof(a));
+    rail_ifaces_addr_str(&cs->peer[r], b, sizeof(b));
+    if (rail_setup_first_time(key))
+      RAIL_WARN("connect on %s to %s: rail %s (%s -> %s): %d of %d streams connected within %llu "
+                "ms; it is left out of this connection, which runs on %d of %d rails",
+                cs->dev_name, cs->peer_str, cs->local[r].name, a, b, ready[r], 1 + cs->k,
+                (unsigned long long)(rail_connect_rail_bound_ns() / 1000000), ngood, cs->nrails);
+    else
+      RAIL_INFO(RAIL_SUBSYS_NET, "connect on %s to %s: rail %s (%s -> %s) left out again",
+                cs->dev_name, cs->peer_str, cs->local[r].name, a, b);
   }
   for (int i = 0; i < cs->nsocks; i++)
     if (cs->socks[i].fd >= 0) close(cs->socks[i].fd);

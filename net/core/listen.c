@@ -363,8 +363,8 @@ static int rail_listen_take_new(struct rail_listen *l, uint64_t now) {
  * connection does not use, so that both nodes' logs say it. */
 static void rail_listen_say_left_out(const struct rail_listen *l) {
   const struct rail_assembly *a = &l->conn;
-  char names[256] = "";
-  size_t o = 0;
+  char names[256] = "", key[96] = "left:";
+  size_t o = 0, ko = strlen(key);
 
   for (int r = 0; r < l->nrails; r++) {
     int used = 0;
@@ -373,6 +373,14 @@ static void rail_listen_say_left_out(const struct rail_listen *l) {
     if (!used && o < sizeof(names))
       o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s (%s)", o ? ", " : "",
                             l->rails[r].name, l->addrs[r]);
+    if (!used && ko < sizeof(key))
+      ko += (size_t)snprintf(key + ko, sizeof(key) - ko, "%s,", l->rails[r].name);
+  }
+  /* One WARN per set of rails left out; INFO for the other connections. */
+  if (!rail_setup_first_time(key)) {
+    RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: the peer left out rails again; not on %s", l->addrs[0],
+              names[0] ? names : "-");
+    return;
   }
   RAIL_WARN("listener %s: the peer left out its rails whose streams did not connect (%d time(s)); "
             "this connection runs on %d rail(s)%s%s",

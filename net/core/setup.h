@@ -66,6 +66,12 @@ long rail_setup_fds_needed(int nrails, int nstreams);
 
 /* ---- shared by listen.c and connect.c (setup.c) ---- */
 
+/* 1 the first time this process asks about key (a rail, a pair of ends),
+ * 0 after: a fault that touches every connection over a rail is worth one
+ * WARN, and INFO for the rest (NCCL opens dozens). Thread-safe; past 64
+ * keys every one is new. */
+int rail_setup_first_time(const char *key);
+
 /* 8 random bytes from getrandom(); never 0. */
 uint64_t rail_setup_random64(void);
 void rail_setup_set_port(struct sockaddr_storage *a, unsigned port);
