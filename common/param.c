@@ -40,6 +40,11 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
                                "a peer silent for this long fails its pending requests"},
     [RAIL_PARAM_CONNECT_TIMEOUT_MS] = {"NCCL_RAIL_CONNECT_TIMEOUT_MS", RAIL_PARAM_T_INT, "60000",
                                        100, 3600000, "connect/accept give up after this"},
+    [RAIL_PARAM_CONNECT_RAIL_MS] = {"NCCL_RAIL_CONNECT_RAIL_MS", RAIL_PARAM_T_INT, "5000", 100,
+                                    3600000,
+                                    "at connect, a rail whose streams' TCP connects have not "
+                                    "completed by then (at most half the connect timeout) is left "
+                                    "out while another rail connected"},
     [RAIL_PARAM_PIN_THREADS] = {"NCCL_RAIL_PIN_THREADS", RAIL_PARAM_T_INT, "1", 0, 1,
                                 "pin progress threads to the CPUs of the NIC's NUMA node"},
     [RAIL_PARAM_FUSE] = {"NCCL_RAIL_FUSE", RAIL_PARAM_T_INT, "1", 0, 1,

@@ -18,6 +18,7 @@ enum rail_param {
   RAIL_PARAM_SOCKBUF_BYTES,      /* int: SO_SNDBUF/SO_RCVBUF, 0 = kernel auto-tuning */
   RAIL_PARAM_TIMEOUT_MS,         /* int: a silent peer fails pending requests after this */
   RAIL_PARAM_CONNECT_TIMEOUT_MS, /* int: connect/accept give up after this */
+  RAIL_PARAM_CONNECT_RAIL_MS,    /* int: a rail whose streams never connected by then is left out */
   RAIL_PARAM_PIN_THREADS,        /* int: pin progress threads to the NIC's NUMA node */
   RAIL_PARAM_FUSE,               /* int: 1 = one device per rail group, 0 = physical NICs */
   RAIL_PARAM_ADAPT,              /* int: adapt rail weights to measured throughput */

@@ -18,6 +18,7 @@ ncclResult_t rail_abi_result(int rc) {
   case -EPIPE:
   case -EPROTO:
   case -ENOTCONN:
+  case -ECONNREFUSED: /* the peer gave up its side of a connect (out of fds) */
     return ncclRemoteError;
   case -EFAULT:
   case -ENOSYS:

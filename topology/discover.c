@@ -1,6 +1,7 @@
 /* Where models come from: the loaders in order, through their one
  * interface (struct rail_topo_loader), and the process-wide instance. */
 #include <errno.h>
+#include <ifaddrs.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -105,6 +106,16 @@ static int discover_live(const struct rail_sysfs *fs, struct rail_topo **out) {
   return rc;
 }
 
+/* Which sockets NICs have no routable address (addrs.c). Without the
+ * interface list the model stands as sysfs made it. */
+static void discover_addrs(struct rail_topo *topo) {
+  struct ifaddrs *list;
+
+  if (getifaddrs(&list) != 0) return;
+  rail_topo_mark_link_local(topo, list);
+  freeifaddrs(list);
+}
+
 int rail_topo_discover(struct rail_topo **out) {
   const char *file = rail_param_str(RAIL_PARAM_TOPO_FILE);
   struct rail_sysfs fs;
@@ -116,8 +127,11 @@ int rail_topo_discover(struct rail_topo **out) {
   }
   if (fs_rc != 0) return fs_rc;
   rc = discover_live(&fs, out);
-  if (rc == 0) log_model(*out);
-  return rc;
+  if (rc != 0) return rc;
+  /* Addresses are this machine's: not for a copy of another's /sys. */
+  if (rail_sysfs_is_live(&fs)) discover_addrs(*out);
+  log_model(*out);
+  return 0;
 }
 
 static pthread_once_t rail_topo_once = PTHREAD_ONCE_INIT;

@@ -44,6 +44,7 @@ const char *rail_topo_nic_state_str(const struct rail_topo_nic *n) {
 const char *rail_topo_nic_unused_str(const struct rail_topo_nic *n) {
   if (n->role == RAIL_NIC_ROLE_COMPUTE) return NULL;
   if (n->flags & RAIL_NIC_DOWN) return "down";
+  if (n->flags & RAIL_NIC_LINK_LOCAL) return "no routable address";
   return (n->flags & RAIL_NIC_NO_PCI) ? "virtual" : "storage/front-end";
 }
 

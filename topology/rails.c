@@ -38,6 +38,26 @@ static int nic_beside_gpu(const struct rail_topo *topo, int n) {
   return 0;
 }
 
+/* A port whose only address is IPv6 link-local is no rail while another
+ * port has a routable one: NCCL's Socket transport would take it as a
+ * device of its own (its findInterfaces keeps an interface's first address,
+ * IPv4, then global, then link-local IPv6), and no device stripes across it
+ * and routable ports, so neither does a rail group. Its streams would reach
+ * no peer's rail, and a connection over the group would wait for them
+ * until its timeout. Ports that are all link-local stay: they are what the
+ * node has. */
+static void filter_link_local(struct rail_topo *topo, int *cand) {
+  int routable = 0;
+
+  for (int n = 0; n < topo->nnics; n++)
+    routable |= cand[n] && !(topo->nics[n].flags & RAIL_NIC_LINK_LOCAL);
+  for (int n = 0; n < topo->nnics && routable; n++) {
+    if (!cand[n] || !(topo->nics[n].flags & RAIL_NIC_LINK_LOCAL)) continue;
+    set_other(&topo->nics[n], "%s: reaches no other node's rail", topo->nics[n].note);
+    cand[n] = 0;
+  }
+}
+
 /* What counts before the GPUs choose: up; not virtual while a physical
  * NIC is up; not sockets-only while an RDMA NIC is up, except a NIC beside
  * a GPU while no RDMA NIC is beside one. */
@@ -54,6 +74,7 @@ static void filter_candidates(struct rail_topo *topo, int *cand) {
     if (!cand[n]) set_other(nic, "%.*s", (int)strcspn(nic->note, ";"), nic->note);
     if (cand[n] && !(nic->flags & RAIL_NIC_NO_PCI)) phys_up = 1;
   }
+  filter_link_local(topo, cand);
   for (int n = 0; n < topo->nnics; n++) {
     if (!cand[n] || !phys_up || !(topo->nics[n].flags & RAIL_NIC_NO_PCI)) continue;
     set_other(&topo->nics[n], "virtual interface beside physical NICs");

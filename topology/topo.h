@@ -74,6 +74,11 @@ struct rail_topo_gpu {
 #define RAIL_NIC_DOWN 0x2   /* link state is down */
 #define RAIL_NIC_SLOW 0x4   /* see above */
 #define RAIL_NIC_NO_PCI 0x8 /* virtual NIC: no PCI path (VMs, veth) */
+/* A sockets NIC that is up whose only address is IPv6 link-local (fe80::/10,
+ * note says which): it reaches only its own link, never another node's rail
+ * subnet, so it is no rail while any NIC has a routable address (rails.c).
+ * Set by live discovery only (rail_topo_discover). */
+#define RAIL_NIC_LINK_LOCAL 0x10
 
 /* The network a NIC carries traffic on (what the tuner's per-hop cost and
  * the plan's fabric come from). */

@@ -88,6 +88,13 @@ int rail_topo_pci_common(const struct rail_topo *topo, int a, int b);
  * RAIL_TOPO_MAX_GROUP_NICS; every other NIC alone) and numbers the rails.
  * Needs the paths. */
 void rail_topo_make_rails(struct rail_topo *topo);
+
+struct ifaddrs;
+/* Flags RAIL_NIC_LINK_LOCAL on the sockets NICs whose addresses in `list`
+ * (getifaddrs) are all IPv6 link-local, and remakes the rails when any is;
+ * returns how many. NICs with no address at all are left alone (an RDMA
+ * port needs none). */
+int rail_topo_mark_link_local(struct rail_topo *topo, const struct ifaddrs *list);
 /* A NIC's kind: its fabric, and whether it is virtual. Kinds never share a
  * group, and the fingerprint hashes them. */
 int rail_topo_nic_kind(const struct rail_topo_nic *n);

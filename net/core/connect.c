@@ -33,6 +33,7 @@ struct rail_csock {
   int rail;
   int ctl; /* the rail's control stream */
   int connected;
+  int refused; /* a try was refused (ECONNREFUSED) */
   size_t sent;
   uint64_t retry_at; /* 0: not waiting to retry */
   uint8_t hello[RAIL_WIRE_HELLO_BYTES];
@@ -50,6 +51,9 @@ struct rail_connect {
   int nsocks;
   struct rail_csock socks[RAIL_CONNECT_MAX_SOCKS];
   uint64_t deadline;
+  uint64_t rail_deadline; /* a rail not connected by then may be left out */
+  uint64_t conn_id;       /* in every hello; one more each time rails are left out */
+  struct rail_topo_fp fp;
   char dev_name[RAIL_DEVICE_NAME];
   char peer_str[64];
 };
@@ -208,8 +212,9 @@ static void rail_connect_pair(struct rail_connect *cs, int r, const struct rail_
 }
 
 /* The control and K data sockets of every rail, each with its hello. */
-static void rail_connect_open_all(struct rail_connect *cs, const struct rail_topo_fp *fp) {
-  uint64_t conn_id = rail_setup_random64();
+static void rail_connect_open_all(struct rail_connect *cs) {
+  const struct rail_topo_fp *fp = &cs->fp;
+  uint64_t conn_id = cs->conn_id;
 
   for (int r = 0; r < cs->nrails; r++)
     for (int i = 0; i <= cs->k; i++) {
@@ -224,12 +229,23 @@ static void rail_connect_open_all(struct rail_connect *cs, const struct rail_top
                                       .nrails = (uint8_t)cs->nrails,
                                       .nstreams = (uint8_t)cs->k,
                                       .transport = cs->t->kind};
+      memset(s, 0, sizeof(*s)); /* a slot of an earlier try, after rails were left out */
       s->fd = -1;
       s->rail = r;
       s->ctl = i == 0;
       rail_wire_hello_encode(&hello, s->hello);
-      if (rail_connect_open(cs, s) != 0) s->retry_at = rail_now_ns() + RAIL_CONNECT_RETRY_NS;
+      int rc = rail_connect_open(cs, s);
+      /* Out of fds or memory: the next step tries once more and fails. */
+      if (rc != 0) s->retry_at = rail_tcp_exhausted(rc) ? 1 : rail_now_ns() + RAIL_CONNECT_RETRY_NS;
     }
+}
+
+/* NCCL_RAIL_CONNECT_RAIL_MS, at most half the connect timeout. */
+static uint64_t rail_connect_rail_bound_ns(void) {
+  uint64_t bound = rail_setup_ms_ns(RAIL_PARAM_CONNECT_RAIL_MS),
+           half = rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS) / 2;
+
+  return bound < half ? bound : half;
 }
 
 static int rail_connect_begin(const struct rail_device *dev, const struct rail_topo_fp *fp,
@@ -260,9 +276,12 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
   cs->k = cs->t->data_streams(dev->rails[0].speed_mbps, dev->nrails);
   cs->tc = tc;
   cs->deadline = rail_now_ns() + rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS);
+  cs->rail_deadline = rail_now_ns() + rail_connect_rail_bound_ns();
+  cs->conn_id = rail_setup_random64();
+  cs->fp = *fp;
   for (int r = 0; r < cs->nrails; r++)
     rail_connect_pair(cs, r, &dev->rails[r], &h.rails[peer_of[r]], how[r]);
-  rail_connect_open_all(cs, fp);
+  rail_connect_open_all(cs);
   *out = cs;
   return 0;
 }
@@ -299,6 +318,15 @@ static int rail_connect_sock(struct rail_connect *cs, struct rail_csock *s, uint
  * first), so refusals and resets are transient until the deadline: try
  * again a little later. Past it, the connect fails. */
 static int rail_connect_retry(struct rail_connect *cs, struct rail_csock *s, int rc, uint64_t now) {
+  if (rail_tcp_exhausted(rc)) {
+    /* Out of fds or memory: a retry finds the same limit, so fail now. */
+    char lim[96];
+    RAIL_WARN("connect on %s to %s: socket: %s (%s); this connect fails now", cs->dev_name,
+              cs->peer_str, strerror(-rc), rail_tcp_limit_str(rc, lim, sizeof(lim)));
+    return rc;
+  }
+  /* Every rail refused: rail_connect_all_refused decides. */
+  if (rc == -ECONNREFUSED) s->refused = 1;
   if (now > cs->deadline) {
     char a[64], b[64];
     RAIL_WARN("connect from %s (%s) to %s failed: %s", cs->local[s->rail].name,
@@ -352,6 +380,99 @@ static int rail_connect_handover(struct rail_connect *cs) {
   return cs->t->start(1, setup, cs->nrails, cs->peer_str, &cs->starting);
 }
 
+/* Whether a socket of every rail was refused: the listener made its
+ * sockets before its handle left and keeps them until its accept ends (a
+ * full backlog drops a SYN, it does not refuse it), so that is a listener
+ * that is gone, or that failed its accept (out of fds, listen.c), and
+ * waiting would only reach the timeout. One rail refused among others
+ * that connect (a firewall's reject) is a rail to leave out instead
+ * (rail_connect_leave_out). -ECONNREFUSED with a WARN, else 0. */
+static int rail_connect_all_refused(const struct rail_connect *cs) {
+  char a[64], b[64];
+  int r, i;
+
+  for (r = 0; r < cs->nrails; r++) {
+    for (i = 0; i <= cs->k && !cs->socks[r * (1 + cs->k) + i].refused; i++)
+      ;
+    if (i > cs->k) return 0;
+  }
+  RAIL_WARN("connect from %s (%s) to %s refused: the peer's listener is closed (its accept "
+            "failed, or it is gone); this connect fails now",
+            cs->local[0].name, rail_ifaces_addr_str(&cs->local[0].addr, a, sizeof(a)),
+            rail_ifaces_addr_str(&cs->peer[0], b, sizeof(b)));
+  return -ECONNREFUSED;
+}
+
+/* Rail r's sockets: how many wrote their hello, and whether one has never
+ * completed its TCP connect. */
+static int rail_connect_rail_state(const struct rail_connect *cs, int r, int *unconnected) {
+  int ready = 0;
+
+  *unconnected = 0;
+  for (int i = 0; i <= cs->k; i++) {
+    const struct rail_csock *s = &cs->socks[r * (1 + cs->k) + i];
+    ready += s->sent == sizeof(s->hello);
+    *unconnected |= !s->connected;
+  }
+  return ready;
+}
+
+/* Past the rail bound, with some rails' streams all connected and every
+ * other rail's holding a TCP connect that never completed: those rails are
+ * left out (one WARN each), and the connect starts over on the rest with
+ * the next connection id, which tells the listener to drop what it has and
+ * take the new set (listen.c), so that both ends run on the same rails.
+ * Only a TCP connect that has not completed leaves a rail out: the peer's
+ * kernel completes one whether or not its process calls accept, so a slow
+ * peer never loses a rail here, only a path that carries nothing. Returns 1
+ * when it started over. */
+static int rail_connect_leave_out(struct rail_connect *cs) {
+  int ready[RAIL_MAX_RAILS], dead[RAIL_MAX_RAILS], ngood = 0, r, n = 0;
+  char a[64], b[64];
+
+  for (r = 0; r < cs->nrails; r++) {
+    ready[r] = rail_connect_rail_state(cs, r, &dead[r]);
+    if (ready[r] == 1 + cs->k)
+      ngood++;
+    else if (!dead[r])
+      return 0; /* connected but not done: not a dead path; wait */
+  }
+  if (ngood == 0 || ngood == cs->nrails) return 0;
+  for (r = 0; r < cs->nrails; r++) {
+    struct sockaddr_storage host = cs->peer[r];
+    char key[96];
+
+    if (ready[r] == 1 + cs->k) continue;
+    /* One WARN per rail and peer host; INFO for its other connections. */
+    rail_setup_set_port(&host, 0);
+    snprintf(key, sizeof(key), "out:%s>%s", cs->local[r].name,
+             rail_ifaces_addr_str(&host, b, sizeof(b)));
+    rail_ifaces_addr_str(&cs->local[r].addr, a, sizeof(a));
+    rail_ifaces_addr_str(&cs->peer[r], b, sizeof(b));
+    if (rail_setup_first_time(key))
+      RAIL_WARN("connect on %s to %s: rail %s (%s -> %s): %d of %d streams connected within %llu "
+                "ms; it is left out of this connection, which runs on %d of %d rails",
+                cs->dev_name, cs->peer_str, cs->local[r].name, a, b, ready[r], 1 + cs->k,
+                (unsigned long long)(rail_connect_rail_bound_ns() / 1000000), ngood, cs->nrails);
+    else
+      RAIL_INFO(RAIL_SUBSYS_NET, "connect on %s to %s: rail %s (%s -> %s) left out again",
+                cs->dev_name, cs->peer_str, cs->local[r].name, a, b);
+  }
+  for (int i = 0; i < cs->nsocks; i++)
+    if (cs->socks[i].fd >= 0) close(cs->socks[i].fd);
+  for (r = 0; r < cs->nrails; r++) {
+    if (ready[r] != 1 + cs->k) continue;
+    cs->local[n] = cs->local[r];
+    cs->peer[n] = cs->peer[r];
+    cs->bind_local[n++] = cs->bind_local[r];
+  }
+  cs->nrails = n;
+  cs->nsocks = 0;
+  cs->conn_id++;
+  rail_connect_open_all(cs);
+  return 1;
+}
+
 /* One step: 0 with *out NULL while in progress, 0 with *out set once the
  * transport says the comm is ready, else failed. */
 static int rail_connect_step(struct rail_connect *cs, struct rail_conn **out) {
@@ -362,7 +483,10 @@ static int rail_connect_step(struct rail_connect *cs, struct rail_conn **out) {
     int ready = rail_connect_socks(cs);
     if (ready < 0) return ready;
     if (ready < cs->nsocks) {
-      if (rail_now_ns() <= cs->deadline) return 0;
+      uint64_t now = rail_now_ns();
+      if ((rc = rail_connect_all_refused(cs)) != 0) return rc;
+      if (now > cs->rail_deadline && rail_connect_leave_out(cs)) return 0;
+      if (now <= cs->deadline) return 0;
       RAIL_WARN("connect to %s: not connected within %lld ms (%d of %d streams ready)",
                 cs->peer_str, rail_param_int(RAIL_PARAM_CONNECT_TIMEOUT_MS), ready, cs->nsocks);
       return -ETIMEDOUT;

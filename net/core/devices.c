@@ -132,9 +132,41 @@ static int rail_devices_other(const struct rail_topo *topo, const char *name) {
   return nic != NULL && nic->role != RAIL_NIC_ROLE_COMPUTE;
 }
 
+/* Whether the model's group g has a member among ifs that can reach
+ * another subnet (rail_ifaces_routable). */
+static int rail_devices_group_routable(const struct rail_topo *topo,
+                                       const struct rail_topo_group *g,
+                                       const struct rail_iface *ifs, int n) {
+  for (int k = 0; k < g->nnics; k++) {
+    const struct rail_topo_nic *m = &topo->nics[g->nics[k]];
+    for (int j = 0; j < n; j++)
+      if (strcmp(ifs[j].name, m->netdev[0] ? m->netdev : m->name) == 0 &&
+          rail_ifaces_routable(&ifs[j].addr))
+        return 1;
+  }
+  return 0;
+}
+
+/* A port with only a link-local address in a group with routable ones
+ * stays out of it (a device of its own): its streams would reach no peer
+ * rail, and the connection would wait for them until its timeout (issue
+ * 34: an unconfigured port beside two rails). Said once, at INFO. */
+static int rail_devices_left_out(const struct rail_iface *ifc, int group_routable, int *said) {
+  char a[64];
+
+  if (!group_routable || rail_ifaces_routable(&ifc->addr)) return 0;
+  if ((*said)++ == 0)
+    RAIL_INFO(
+        RAIL_SUBSYS_NET | RAIL_SUBSYS_INIT,
+        "%s not put in a rail group: its only address %s is IPv6 link-local, which reaches no "
+        "peer's rail subnet; it is a device of its own",
+        ifc->name, rail_ifaces_addr_str(&ifc->addr, a, sizeof(a)));
+  return 1;
+}
+
 int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int n,
                        const struct rail_topo *topo, int fuse, rail_devices_complete_fn complete) {
-  int assigned[RAIL_IFACES_MAX] = {0}, skip = 0;
+  int assigned[RAIL_IFACES_MAX] = {0}, said[RAIL_IFACES_MAX] = {0}, skip = 0;
 
   if (n < 0 || n > RAIL_IFACES_MAX) return -EINVAL;
   memset(t, 0, sizeof(*t));
@@ -161,11 +193,13 @@ int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int 
     nic = fuse && topo != NULL ? rail_topo_find_netdev(topo, t->phys[i].name) : NULL;
     if (nic != NULL && nic->group >= 0 && nic->group < topo->ngroups) g = &topo->groups[nic->group];
     if (g != NULL) {
+      int routable = rail_devices_group_routable(topo, g, t->phys, n);
       /* Members in the model's order, only those that are usable here. */
       for (int k = 0; k < g->nnics && nm < RAIL_NET_MAX_MEMBERS; k++) {
         const struct rail_topo_nic *m = &topo->nics[g->nics[k]];
         for (int j = 0; j < n; j++)
-          if (!assigned[j] && strcmp(t->phys[j].name, m->netdev[0] ? m->netdev : m->name) == 0) {
+          if (!assigned[j] && strcmp(t->phys[j].name, m->netdev[0] ? m->netdev : m->name) == 0 &&
+              !rail_devices_left_out(&t->phys[j], routable, &said[j])) {
             members[nm++] = j;
             assigned[j] = 1;
             break;
@@ -181,6 +215,8 @@ int rail_devices_build(struct rail_devtab *t, const struct rail_iface *ifs, int 
                       g != NULL ? g->numa : -1);
     if (complete != NULL) complete(&t->devs[t->ndevs]);
     t->ndevs++;
+    /* i was left out of its group: it comes next, alone. */
+    if (!assigned[i]) i--;
   }
   rail_devices_log(t);
   return 0;

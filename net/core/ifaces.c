@@ -210,6 +210,11 @@ static int rail_ifaces_tier(const char *name, unsigned flags) {
   return RAIL_IFACE_TIER_PHYS;
 }
 
+int rail_ifaces_routable(const struct sockaddr_storage *a) {
+  return !(a->ss_family == AF_INET6 &&
+           IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)a)->sin6_addr));
+}
+
 /* Lower is better: one address per interface, as NCCL keeps. */
 static int rail_ifaces_addr_rank(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET) return 0;

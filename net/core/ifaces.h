@@ -70,5 +70,14 @@ int rail_ifaces_same_subnet(const struct sockaddr_storage *local, int prefix_len
 /* Equal family and address bytes (ports ignored). */
 int rail_ifaces_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 socklen_t rail_ifaces_addr_len(const struct sockaddr_storage *a);
+/* 0 when the address reaches only its own link (IPv6 link-local, fe80::/10),
+ * 1 for any other (IPv4, global or unique-local IPv6). An interface whose
+ * best address is link-local has no other (discover keeps IPv4, then global
+ * IPv6, then link-local, as NCCL's findInterfaces keeps the first of
+ * getifaddrs's IPv4, global, link-local). NCCL's Socket transport takes such
+ * an interface as a device of its own, connecting with its scope; it never
+ * stripes one device across it and routable ports, and neither do rail
+ * groups (devices.h). */
+int rail_ifaces_routable(const struct sockaddr_storage *a);
 
 #endif

@@ -2,6 +2,7 @@
 /* The listening side of connection setup (setup.h): listen and accept. */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,6 +36,8 @@ struct rail_pending {
 /* The connection being assembled from adopted sockets. */
 struct rail_assembly {
   int active;
+  int restarts;     /* times the peer left rails out and started over */
+  uint64_t gone_at; /* when an adopted stream was seen closed; 0 if none */
   uint64_t conn_id;
   const struct rail_transport *t;
   int nrails, k, adopted, need;
@@ -55,6 +58,7 @@ struct rail_listen {
   struct rail_pending pend[RAIL_LISTEN_PENDING];
   struct rail_assembly conn;
   struct rail_conn *starting; /* handed to its transport, not yet ready */
+  int failed;                 /* out of a resource (rail_listen_exhausted): every accept fails */
 };
 
 static void rail_assembly_reset(struct rail_assembly *a, int close_fds) {
@@ -69,6 +73,25 @@ static void rail_assembly_reset(struct rail_assembly *a, int close_fds) {
   }
   a->active = 0;
   a->adopted = a->need = 0;
+  a->restarts = 0;
+  a->gone_at = 0;
+}
+
+/* The connector left out rails whose streams did not connect and starts
+ * over on the rest with the next connection id (connect.c): what was
+ * adopted goes, and the new hellos say the set both ends run on. Ids
+ * further on than a few restarts, or behind, are another connection. */
+#define RAIL_LISTEN_MAX_RESTARTS 8
+static int rail_listen_restarted(struct rail_listen *l, const struct rail_wire_hello *h,
+                                 const struct rail_transport *t) {
+  struct rail_assembly *a = &l->conn;
+  uint64_t ahead = h->conn_id - a->conn_id;
+  int restarts = a->restarts;
+
+  if (ahead == 0 || ahead > RAIL_LISTEN_MAX_RESTARTS || t != a->t) return 0;
+  rail_assembly_reset(a, 1);
+  a->restarts = restarts + 1;
+  return 1;
 }
 
 void rail_listen_close(struct rail_listen *l) {
@@ -94,8 +117,11 @@ static int rail_listen_rail(struct rail_listen *l, const struct rail_device *dev
   rail_ifaces_addr_str(&a, addr, sizeof(addr));
   l->fds[r] = rail_tcp_open(a.ss_family);
   if (l->fds[r] < 0) {
+    char lim[96] = "";
     rc = l->fds[r];
-    RAIL_WARN("listen on %s (%s): socket: %s", dev->rails[r].name, addr, strerror(-rc));
+    if (rail_tcp_exhausted(rc)) rail_tcp_limit_str(rc, lim, sizeof(lim));
+    RAIL_WARN("listen on %s (%s): socket: %s%s%s%s", dev->rails[r].name, addr, strerror(-rc),
+              lim[0] ? " (" : "", lim, lim[0] ? ")" : "");
     return rc;
   }
   if (bind(l->fds[r], (struct sockaddr *)&a, rail_ifaces_addr_len(&a)) != 0 ||
@@ -189,6 +215,7 @@ static const char *rail_listen_adopt(struct rail_listen *l, struct rail_pending 
   if (h.nrails > RAIL_MAX_RAILS || h.nstreams > RAIL_TRANSPORT_MAX_STREAMS ||
       (h.nstreams >= 1) != (t->uses_data_sockets != 0))
     return "malformed hello";
+  if (a->active && h.conn_id != a->conn_id) rail_listen_restarted(l, &h, t);
   if (!a->active) {
     a->active = 1;
     a->conn_id = h.conn_id;
@@ -258,7 +285,45 @@ static void rail_listen_evict(struct rail_listen *l) {
   rail_pending_drop(l, victim, "too many connections without a hello");
 }
 
-static void rail_listen_take_new(struct rail_listen *l, uint64_t now) {
+/* accept4 ran out of fds or memory: the connection waiting in the backlog
+ * cannot be taken now, nor any other of this listener's, and waiting does
+ * not bring the resource back. The accept fails at once, naming the limit;
+ * the listening sockets close (the kernel resets what waits in their
+ * backlog) and the peer's streams taken already are reset, so that the
+ * peer's connect is refused, or its first transfer fails, at once rather
+ * than at a timeout. */
+static int rail_listen_exhausted(struct rail_listen *l, int r, int err) {
+  char lim[96];
+  struct linger rst = {.l_onoff = 1, .l_linger = 0};
+
+  RAIL_WARN("listener %s: accept: %s (%s); this accept fails now and the peer's connection is "
+            "refused",
+            l->addrs[r], strerror(-err), rail_tcp_limit_str(err, lim, sizeof(lim)));
+  for (int k = 0; k < l->nrails; k++)
+    if (l->fds[k] >= 0) {
+      close(l->fds[k]);
+      l->fds[k] = -1;
+    }
+  /* The streams of the peer's that were taken already are reset too (a
+   * plain close would let its first send through). */
+  for (int i = 0; i < l->npend; i++)
+    setsockopt(l->pend[i].fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+  for (int k = 0; k < RAIL_MAX_RAILS; k++) {
+    if (l->conn.ctl[k] >= 0) setsockopt(l->conn.ctl[k], SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+    for (int i = 0; i < RAIL_TRANSPORT_MAX_STREAMS; i++)
+      if (l->conn.data[k][i] >= 0)
+        setsockopt(l->conn.data[k][i], SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+  }
+  while (l->npend > 0)
+    close(l->pend[--l->npend].fd);
+  rail_assembly_reset(&l->conn, 1);
+  l->failed = err;
+  return err;
+}
+
+/* Takes new sockets off every listening socket; 0, or the resource error
+ * that fails this accept (rail_listen_exhausted). */
+static int rail_listen_take_new(struct rail_listen *l, uint64_t now) {
   uint64_t hello_ns = rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS) / 4;
 
   if (hello_ns > RAIL_LISTEN_HELLO_MS * 1000000ull) hello_ns = RAIL_LISTEN_HELLO_MS * 1000000ull;
@@ -271,6 +336,7 @@ static void rail_listen_take_new(struct rail_listen *l, uint64_t now) {
 
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (rail_tcp_exhausted(-errno)) return rail_listen_exhausted(l, r, -errno);
         if (errno != EAGAIN && errno != EWOULDBLOCK)
           RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: accept: %s", l->addrs[r], strerror(errno));
         break;
@@ -290,6 +356,35 @@ static void rail_listen_take_new(struct rail_listen *l, uint64_t now) {
       rail_listen_read_hello(l, l->npend - 1, now);
     }
   }
+  return 0;
+}
+
+/* After the peer left rails out: one WARN naming this end's rails that the
+ * connection does not use, so that both nodes' logs say it. */
+static void rail_listen_say_left_out(const struct rail_listen *l) {
+  const struct rail_assembly *a = &l->conn;
+  char names[256] = "", key[96] = "left:";
+  size_t o = 0, ko = strlen(key);
+
+  for (int r = 0; r < l->nrails; r++) {
+    int used = 0;
+    for (int k = 0; k < a->nrails; k++)
+      used |= a->via[k] == r;
+    if (!used && o < sizeof(names))
+      o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s (%s)", o ? ", " : "",
+                            l->rails[r].name, l->addrs[r]);
+    if (!used && ko < sizeof(key))
+      ko += (size_t)snprintf(key + ko, sizeof(key) - ko, "%s,", l->rails[r].name);
+  }
+  /* One WARN per set of rails left out; INFO for the other connections. */
+  if (!rail_setup_first_time(key)) {
+    RAIL_INFO(RAIL_SUBSYS_NET, "listener %s: the peer left out rails again; not on %s", l->addrs[0],
+              names[0] ? names : "-");
+    return;
+  }
+  RAIL_WARN("listener %s: the peer left out its rails whose streams did not connect (%d time(s)); "
+            "this connection runs on %d rail(s)%s%s",
+            l->addrs[0], a->restarts, a->nrails, names[0] ? ", not on " : "", names);
 }
 
 /* The assembled sockets, as the transport takes them. */
@@ -323,6 +418,7 @@ static int rail_listen_start(struct rail_listen *l) {
       rail_tcp_tune(setup[r].data_fds[i], AF_UNSPEC, RAIL_TCP_DATA, -1);
     }
   }
+  if (a->restarts > 0) rail_listen_say_left_out(l);
   /* The transport owns the fds from here, whatever it returns. */
   rail_assembly_reset(a, 0);
   return t->start(0, setup, nrails, peer, &l->starting);
@@ -345,6 +441,41 @@ static int rail_listen_step(struct rail_listen *l, struct rail_conn **out) {
   return 0;
 }
 
+/* Whether the peer closed a stream already adopted: nothing may arrive on
+ * one before the transport starts, so an end of file or a reset is the
+ * peer giving up its connect (out of fds, say), and waiting for the rest
+ * would only reach the timeout. A peer that left rails out closes its
+ * streams too, and its new ones follow within a round trip (they restart
+ * the assembly): so the accept fails only when none came within
+ * RAIL_LISTEN_GONE_MS. -ECONNREFUSED with a WARN, else 0. */
+#define RAIL_LISTEN_GONE_MS 1000
+static int rail_listen_peer_gone(struct rail_listen *l, uint64_t now) {
+  struct rail_assembly *a = &l->conn;
+
+  if (a->gone_at != 0) {
+    if (now - a->gone_at < RAIL_LISTEN_GONE_MS * 1000000ull) return 0;
+    RAIL_WARN("listener %s: the peer closed its connection after %d of %d streams; its connect "
+              "failed, so this accept fails",
+              l->addrs[0], a->adopted, a->need);
+    rail_assembly_reset(a, 1);
+    return -ECONNREFUSED;
+  }
+
+  for (int r = 0; r < a->nrails; r++)
+    for (int i = -1; i < a->k; i++) {
+      int fd = i < 0 ? a->ctl[r] : a->data[r][i];
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      char b;
+
+      if (fd < 0 || poll(&p, 1, 0) != 1) continue;
+      if ((p.revents & (POLLHUP | POLLERR)) == 0 && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+        continue;
+      a->gone_at = now;
+      return 0;
+    }
+  return 0;
+}
+
 static int rail_listen_timed_out(const struct rail_listen *l) {
   const char *more = l->nrails > 1 ? " (and its other rails)" : "";
 
@@ -360,20 +491,24 @@ static int rail_listen_timed_out(const struct rail_listen *l) {
 
 int rail_listen_accept(struct rail_listen *l, struct rail_conn **out) {
   uint64_t now = rail_now_ns();
+  int rc;
 
   /* The transport bounds its own exchange by the connect timeout. */
   if (l->starting != NULL) return rail_listen_step(l, out);
   if (l->deadline == 0) l->deadline = now + rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS);
+  if (l->failed != 0) return l->failed;
   rail_listen_read_hellos(l, now);
-  rail_listen_take_new(l, now);
+  rc = rail_listen_take_new(l, now);
+  if (rc != 0) return rc;
   if (l->conn.active && l->conn.adopted == l->conn.need) {
-    int rc = rail_listen_start(l);
+    rc = rail_listen_start(l);
     if (rc != 0) {
       l->starting = NULL;
       return rc;
     }
     return rail_listen_step(l, out);
   }
+  if (l->conn.active && (rc = rail_listen_peer_gone(l, now)) != 0) return rc;
   if (now > l->deadline) return rail_listen_timed_out(l);
   *out = NULL;
   return 0;

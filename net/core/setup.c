@@ -2,6 +2,9 @@
 #include "net/core/setup.h"
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,3 +35,21 @@ void rail_setup_set_port(struct sockaddr_storage *a, unsigned port) {
 }
 
 uint64_t rail_setup_ms_ns(enum rail_param p) { return (uint64_t)rail_param_int(p) * 1000000ull; }
+
+long rail_setup_fds_needed(int nrails, int nstreams) {
+  return (long)RAIL_SETUP_EXPECTED_COMMS * nrails * (1 + nstreams) + RAIL_SETUP_NCCL_FDS;
+}
+
+int rail_setup_first_time(const char *key) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static char seen[64][96];
+  static int nseen;
+  int found = 0;
+
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nseen && !found; i++)
+    found = strncmp(seen[i], key, sizeof(seen[0]) - 1) == 0;
+  if (!found && nseen < 64) snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
+  pthread_mutex_unlock(&mu);
+  return !found;
+}

@@ -52,7 +52,25 @@ int rail_connect_resume(void *handle, struct rail_conn **out);
 int rail_connect_start(const struct rail_device *dev, const struct rail_topo_fp *fp, void *handle,
                        int traffic_class, struct rail_conn **out);
 
+/* File descriptors a process of an NCCL job needs, for RLIMIT_NOFILE
+ * (nccl-rail doctor warns below it; docs/operations.md, "Out of file
+ * descriptors"): every connection holds nrails x (1 control + nstreams
+ * data) sockets on each end, and a rank holds up to
+ * RAIL_SETUP_EXPECTED_COMMS of them (NCCL's 32 channels, each with a ring
+ * and a tree connection to send and one to receive); the listen sockets of
+ * the connections being set up (nrails each) come and go among them;
+ * RAIL_SETUP_NCCL_FDS is what NCCL, CUDA and the process hold besides. */
+#define RAIL_SETUP_EXPECTED_COMMS 128
+#define RAIL_SETUP_NCCL_FDS 1024
+long rail_setup_fds_needed(int nrails, int nstreams);
+
 /* ---- shared by listen.c and connect.c (setup.c) ---- */
+
+/* 1 the first time this process asks about key (a rail, a pair of ends),
+ * 0 after: a fault that touches every connection over a rail is worth one
+ * WARN, and INFO for the rest (NCCL opens dozens). Thread-safe; past 64
+ * keys every one is new. */
+int rail_setup_first_time(const char *key);
 
 /* 8 random bytes from getrandom(); never 0. */
 uint64_t rail_setup_random64(void);

@@ -5,7 +5,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "net/core/ifaces.h"
@@ -53,6 +55,26 @@ int rail_tcp_set_blocking(int fd, int blocking) {
   if (flags < 0) return -errno;
   flags = blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK);
   return fcntl(fd, F_SETFL, flags) == 0 ? 0 : -errno;
+}
+
+int rail_tcp_exhausted(int err) {
+  return err == -EMFILE || err == -ENFILE || err == -ENOBUFS || err == -ENOMEM;
+}
+
+const char *rail_tcp_limit_str(int err, char *buf, size_t len) {
+  struct rlimit rl;
+
+  if (err == -EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    snprintf(buf, len, "RLIMIT_NOFILE %llu (hard %llu)", (unsigned long long)rl.rlim_cur,
+             (unsigned long long)rl.rlim_max);
+  else if (err == -ENFILE)
+    snprintf(buf, len, "the system's open files, fs.file-max");
+  else if (err == -EAGAIN && getrlimit(RLIMIT_NPROC, &rl) == 0)
+    snprintf(buf, len, "threads: RLIMIT_NPROC %llu (hard %llu), kernel.threads-max",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+  else
+    snprintf(buf, len, "socket memory");
+  return buf;
 }
 
 int rail_tcp_connect_start(int fd, const struct sockaddr_storage *to) {

@@ -33,6 +33,15 @@ void rail_tcp_limit_unsent(int fd, int bytes);
 
 int rail_tcp_set_blocking(int fd, int blocking);
 
+/* Whether err (-errno) says this process or host is out of a resource a
+ * socket needs (EMFILE, ENFILE, ENOBUFS, ENOMEM): waiting does not bring it
+ * back, so setup fails at once rather than at its timeout. */
+int rail_tcp_exhausted(int err);
+/* The limit err ran into, for a WARN: "RLIMIT_NOFILE 64 (hard 4096)" for
+ * EMFILE, "fs.file-max" for ENFILE, RLIMIT_NPROC for EAGAIN (a thread
+ * that could not be made), "socket memory" otherwise. */
+const char *rail_tcp_limit_str(int err, char *buf, size_t len);
+
 /* Starts a non-blocking connect: 0 if connected at once, -EINPROGRESS, or
  * the error. */
 int rail_tcp_connect_start(int fd, const struct sockaddr_storage *to);

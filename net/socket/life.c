@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "net/core/tcp.h"
 #include "net/socket/chan.h"
 #include "net/socket/land.h"
 #include "net/socket/nap.h"
@@ -72,7 +73,8 @@ int rail_life_start(const struct rail_transport *t, int is_send,
                     struct rail_sock **out) {
   struct rail_sock *c;
   pthread_condattr_t ca;
-  int rc;
+  char lim[96];
+  int rc, limited;
 
   if (nsetup < 1 || nsetup > RAIL_MAX_RAILS) {
     rail_life_close_fds(setup, nsetup > 0 && nsetup <= RAIL_MAX_RAILS ? nsetup : 0);
@@ -105,7 +107,11 @@ int rail_life_start(const struct rail_transport *t, int is_send,
   *out = c;
   return 0;
 destroy:
-  RAIL_WARN("connection %s %s: setup failed: %s", is_send ? "to" : "from", peer, strerror(-rc));
+  /* Out of threads (EAGAIN: pthread_create), fds or memory: the limit. */
+  limited = rc == -EAGAIN || rail_tcp_exhausted(rc);
+  RAIL_WARN("connection %s %s: setup failed: %s%s%s%s", is_send ? "to" : "from", peer,
+            strerror(-rc), limited ? " (" : "",
+            limited ? rail_tcp_limit_str(rc, lim, sizeof(lim)) : "", limited ? ")" : "");
   c->error = rc;
   rail_life_close(c);
   return rc;

@@ -107,6 +107,8 @@ void harness_inflight_parent(struct harness *h);
 void harness_inflight_child(struct harness *h);
 void harness_truncation_parent(struct harness *h);
 void harness_truncation_child(struct harness *h);
+void harness_failed_recv_parent(struct harness *h);
+void harness_failed_recv_child(struct harness *h);
 void harness_multi_side(struct harness *h); /* both processes */
 
 /* ---- scenarios: teardown (sc_close.c) ------------------------------------ */
@@ -189,5 +191,10 @@ void harness_kill_sender_child(struct harness *h);
 void harness_kill_receiver_parent(struct harness *h);
 void harness_kill_receiver_child(struct harness *h);
 void harness_bad_handles_parent(struct harness *h);
+
+/* ---- resource limits at setup (sc_limits.c) ------------------------------- */
+
+void harness_fd_limit_parent(struct harness *h);
+void harness_fd_limit_child(struct harness *h);
 
 #endif

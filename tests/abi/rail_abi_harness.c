@@ -73,6 +73,8 @@ static const struct scenario scenarios[] = {
      "32 receives posted before the first send, then 160 messages 32 deep"},
     {"truncation", harness_truncation_parent, harness_truncation_child,
      "a message larger than its receive fails it with ncclInvalidUsage, nothing overwritten"},
+    {"failed_recv", harness_failed_recv_parent, harness_failed_recv_child,
+     "a receive too small for its message fails; the messages after it land where they belong"},
     {"close", harness_close_parent, harness_close_child,
      "every comm closed in every state NCCL can leave it in; the peer's requests end",
      .short_timeout = 1},
@@ -117,6 +119,8 @@ static const struct scenario scenarios[] = {
     {"kill_receiver", harness_kill_receiver_parent, harness_kill_receiver_child,
      "the receiver is SIGKILLed where the seed says (set-up, transfer, close, any time)",
      .child_status = 128 + SIGKILL, .short_timeout = 1},
+    {"fd_limit", harness_fd_limit_parent, harness_fd_limit_child,
+     "the receiver reaches RLIMIT_NOFILE while accepting: that accept fails at once, naming it"},
     {"bad_handles", harness_bad_handles_parent, NULL,
      "random, truncated and forged handles to connect: an error or a comm, never a crash"},
 };

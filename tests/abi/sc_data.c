@@ -317,3 +317,120 @@ void harness_multi_side(struct harness *h) {
   }
   harness_plugin_down(h);
 }
+
+/* failed_recv (nccl-rail issue 34, 2): a failed receive moves no later
+ * message. The sender posts 17 messages of one tag (or of 3 tags in turn)
+ * before the receiver posts anything: 16 of 16352 bytes (the largest inline
+ * message with its record) and one of 100000 bytes, first, in the middle or
+ * last. The receiver posts a 1000-byte receive for the large one and 16352
+ * bytes for each other, in order. The large one's receive fails with
+ * ncclInvalidUsage (its send may fail too); every other message lands
+ * whole in its own receive, with its size. One connection per case. */
+#define FR_N 17
+#define FR_INLINE 16352
+#define FR_LARGE 100000
+
+static const int fr_cases[][2] = {{0, 1}, {8, 1}, {16, 1}, {0, 3}, {8, 3}, {16, 3}};
+#define NFR (sizeof(fr_cases) / sizeof(fr_cases[0]))
+
+static size_t fr_size(int c, int i) { return i == fr_cases[c][0] ? FR_LARGE : FR_INLINE; }
+
+void harness_failed_recv_parent(struct harness *h) {
+  if (harness_plugin_up(h) != 0) return;
+  for (size_t c = 0; c < NFR; c++) {
+    static uint8_t buf[FR_N][FR_INLINE + GUARD_BYTES];
+    void *comm = NULL, *mh[FR_N] = {0}, *req[FR_N] = {0};
+    uint8_t ready = 0;
+    int intact = 0;
+
+    CHECK_EQ_INT(rail_nd_pair_listen(&h->nd, 0, h->oob, &comm, WAIT_MS), ncclSuccess);
+    if (comm == NULL) break;
+    /* The sender has posted what it could before any receive. */
+    CHECK_EQ_INT(rail_nd_oob_recv(h->oob, &ready, 1, WAIT_MS), 0);
+    for (int i = 0; i < FR_N; i++) {
+      size_t cap = i == fr_cases[c][0] ? 1000 : FR_INLINE, got = 0;
+      int rc;
+      memset(buf[i], FILL_BYTE, sizeof(buf[i]));
+      CHECK_EQ_INT(rail_nd_reg_mr(&h->nd, comm, buf[i], sizeof(buf[i]), &mh[i]), ncclSuccess);
+      uint64_t deadline = rail_nd_now_ns() + WAIT_MS * 1000000ull;
+      do {
+        rc = rail_nd_irecv(&h->nd, comm, buf[i], cap, i % fr_cases[c][1], mh[i], &req[i]);
+      } while (rc == ncclSuccess && req[i] == NULL && rail_nd_now_ns() < deadline);
+      CHECK_EQ_INT(rc, ncclSuccess);
+      /* The large one's receive first fails, then the others are posted. */
+      if (i != fr_cases[c][0]) continue;
+      rc = rail_nd_wait(&h->nd, req[i], &got, WAIT_MS);
+      CHECK_EQ_INT(rc, ncclInvalidUsage);
+      req[i] = NULL;
+    }
+    for (int i = 0; i < FR_N; i++) {
+      size_t got = 0;
+      if (req[i] == NULL) continue;
+      CHECK_EQ_INT(rail_nd_wait(&h->nd, req[i], &got, WAIT_MS), ncclSuccess);
+      CHECK_EQ_INT(got, FR_INLINE);
+      intact += got == FR_INLINE &&
+                harness_pattern_check(buf[i], FR_INLINE, (uint64_t)(c * 100 + i)) == FR_INLINE;
+    }
+    fprintf(stderr, "failed_recv: large at %d, %d tag(s): %d of %d intact\n", fr_cases[c][0],
+            fr_cases[c][1], intact, FR_N - 1);
+    CHECK_EQ_INT(intact, FR_N - 1);
+    harness_barrier(h, (uint8_t)(10 + c));
+    for (int i = 0; i < FR_N; i++)
+      CHECK_EQ_INT(rail_nd_dereg_mr(&h->nd, comm, mh[i]), ncclSuccess);
+    CHECK_EQ_INT(rail_nd_close_recv(&h->nd, comm), ncclSuccess);
+  }
+  harness_plugin_down(h);
+}
+
+void harness_failed_recv_child(struct harness *h) {
+  if (harness_plugin_up(h) != 0) return;
+  for (size_t c = 0; c < NFR; c++) {
+    static uint8_t buf[FR_N][FR_LARGE];
+    void *comm = NULL, *mh[FR_N] = {0}, *req[FR_N] = {0};
+    int posted = 0, done = 0, said = 0, finished[FR_N] = {0};
+    uint64_t t0, deadline;
+
+    CHECK_EQ_INT(rail_nd_pair_connect(&h->nd, 0, h->oob, &comm, WAIT_MS), ncclSuccess);
+    if (comm == NULL) break;
+    for (int i = 0; i < FR_N; i++) {
+      harness_pattern_fill(buf[i], fr_size((int)c, i), (uint64_t)(c * 100 + i));
+      CHECK_EQ_INT(rail_nd_reg_mr(&h->nd, comm, buf[i], FR_LARGE, &mh[i]), ncclSuccess);
+    }
+    /* Sends in order, each retried while refused, and tested: for 200 ms
+     * before the receiver is told to post, then until all are done. */
+    t0 = rail_nd_now_ns();
+    deadline = t0 + WAIT_MS * 1000000ull;
+    while (done < FR_N && rail_nd_now_ns() < deadline) {
+      if (posted < FR_N) {
+        int rc = rail_nd_isend(&h->nd, comm, buf[posted], fr_size((int)c, posted),
+                               posted % fr_cases[c][1], mh[posted], &req[posted]);
+        CHECK_EQ_INT(rc, ncclSuccess);
+        if (rc != ncclSuccess) break;
+        if (req[posted] != NULL) posted++;
+      }
+      for (int i = 0; i < posted; i++) {
+        int d = 0, rc;
+        if (finished[i]) continue;
+        rc = rail_nd_test(&h->nd, req[i], &d, NULL);
+        if (rc != ncclSuccess) {
+          /* Only the large one may fail: its receive was too small. */
+          CHECK_EQ_INT(i, fr_cases[c][0]);
+          d = 1;
+        }
+        if (d) finished[i] = 1, done++;
+      }
+      if (!said && rail_nd_now_ns() - t0 > 200 * 1000000ull) {
+        uint8_t ready = 1;
+        CHECK_EQ_INT(rail_nd_oob_send(h->oob, &ready, 1), 0);
+        fprintf(stderr, "failed_recv: %d of %d sends posted before any receive\n", posted, FR_N);
+        said = 1;
+      }
+    }
+    CHECK_EQ_INT(done, FR_N);
+    harness_barrier(h, (uint8_t)(10 + c));
+    for (int i = 0; i < FR_N; i++)
+      CHECK_EQ_INT(rail_nd_dereg_mr(&h->nd, comm, mh[i]), ncclSuccess);
+    CHECK_EQ_INT(rail_nd_close_send(&h->nd, comm), ncclSuccess);
+  }
+  harness_plugin_down(h);
+}

@@ -23,6 +23,13 @@
 #   selftest [--rate MBIT] [--secs S]  iperf3 per rail and on both rails: the
 #                    shaping delivers what it promises (exit 1 if not)
 #   run-abi          the ABI harness scenarios, receiver in A, sender in B
+#   run-deadport     a third port on each node, up with only an IPv6
+#                    link-local address and reaching nothing: left out of
+#                    the rail group (topo, doctor say why), and the ABI
+#                    harness's sizes scenario passes across the rig at once
+#   run-deadrail     rail 1 carries nothing from the start: every connection
+#                    leaves it out within NCCL_RAIL_CONNECT_RAIL_MS, both
+#                    nodes say so, and the harness's sizes scenario passes
 #   run-bench        nccl-rail bench across the rig: completes, and both rails
 #                    carry a substantial share of the bytes
 #   run-failover [--node a|b] [--rail 0|1|all] [--how down|blackhole]
@@ -519,6 +526,103 @@ cmd_run_bench() {
   return "$fail"
 }
 
+# run-deadport (issue 34, 1): each node has a third port, e2, up with only
+# its IPv6 link-local address, whose other end sits in a third namespace
+# that answers nothing (an unconfigured port, or a storage port on another
+# fabric). With the default discovery (NCCL_RAIL_IFNAMES empty) the plugin
+# must leave e2 out of the rail group and say why (topo and doctor show it
+# as not used), and the harness's sizes scenario must pass across the rig
+# well inside the connect timeout: before, e2 was fused with r0 and r1 and
+# every connection waited 60 s for e2's streams and failed.
+cmd_run_deadport() {
+  local harness tool fail=0 node t0 t1 nsc
+  harness=$(need_bin rail_abi_harness)
+  tool=$(need_bin nccl-rail)
+  rig_own 0 0 0 1500
+  nsc="${rig_name}c"
+  trap 'rig_down; ip netns del "'"$nsc"'" 2>/dev/null; rm -rf "$rig_tmp"' EXIT
+  ip netns add "$nsc"
+  for node in a b; do
+    ip link add e2 netns "$(ns_of "$node")" type veth peer name "e2$node" netns "$nsc"
+    ip -n "$nsc" link set "e2$node" up
+    in_ns "$node" ip link set e2 up
+  done
+  sleep 2 # operstate, and the link-local address (DAD)
+  for node in a b; do
+    in_ns "$node" "$tool" topo >"$rig_tmp/topo.$node" 2>&1 || true
+    if grep -q 'e2 .*not used: no routable address' "$rig_tmp/topo.$node"; then
+      echo "PASS topo on node $node: e2 not used, no routable address"
+    else
+      echo "FAIL topo on node $node does not show e2 as not used"
+      sed 's/^/  /' "$rig_tmp/topo.$node"
+      fail=1
+    fi
+  done
+  in_ns a "$tool" doctor >"$rig_tmp/doctor" 2>&1 || true
+  if grep -q 'link .*e2: up, not used: IPv6 link-local' "$rig_tmp/doctor"; then
+    echo "PASS doctor: e2 not used, and why"
+  else
+    echo "FAIL doctor does not show e2 as not used"
+    sed 's/^/  /' "$rig_tmp/doctor"
+    fail=1
+  fi
+  t0=$(date +%s)
+  if in_ns a env NCCL_RAIL_IFNAMES= NCCL_DEBUG=INFO LD_LIBRARY_PATH="$build" timeout -k 5 150 \
+    "$harness" --plugin rail --version 12 --scenario sizes --peer-netns "$(ns_of b)" \
+    >"$rig_tmp/abi.out" 2>&1; then
+    t1=$(date +%s)
+    if ((t1 - t0 < 30)) && grep -q 'device 0 r0+r1:' "$rig_tmp/abi.out"; then
+      echo "PASS abi v12.sizes across the rig with e2 present: $((t1 - t0)) s, device r0+r1"
+    else
+      echo "FAIL abi v12.sizes took $((t1 - t0)) s, or its device is not r0+r1"
+      grep -E 'device [0-9]|WARN' "$rig_tmp/abi.out" | sed 's/^/  /'
+      fail=1
+    fi
+  else
+    echo "FAIL abi v12.sizes across the rig with e2 present (after $(($(date +%s) - t0)) s)"
+    grep -E 'device [0-9]|WARN|FAIL|failed' "$rig_tmp/abi.out" | head -20 | sed 's/^/  /'
+    fail=1
+  fi
+  return "$fail"
+}
+
+# run-deadrail (issue 34, 1): rail 1 carries nothing from the start (a
+# blackhole route on both nodes: the link is up, no error anywhere). Every
+# connection must leave r1 out within NCCL_RAIL_CONNECT_RAIL_MS (5 s) with
+# a WARN on each node naming it, and run on r0: the harness's sizes
+# scenario passes well inside the connect timeout. Before, every
+# connection waited for r1's streams until the timeout and failed.
+cmd_run_deadrail() {
+  local harness fail=0 t0 t1
+  harness=$(need_bin rail_abi_harness)
+  rig_own 0 0 0 1500
+  in_ns a ip route replace blackhole "${rail_net[1]}.0/24"
+  in_ns b ip route replace blackhole "${rail_net[1]}.0/24"
+  t0=$(date +%s)
+  if in_ns a env NCCL_RAIL_IFNAMES=r0,r1 LD_LIBRARY_PATH="$build" timeout -k 5 150 \
+    "$harness" --plugin rail --version 12 --scenario sizes --peer-netns "$(ns_of b)" \
+    >"$rig_tmp/abi.out" 2>&1; then
+    t1=$(date +%s)
+    echo "PASS abi v12.sizes across the rig with r1 dead from the start: $((t1 - t0)) s"
+  else
+    echo "FAIL abi v12.sizes across the rig with r1 dead from the start (after $(($(date +%s) - t0)) s)"
+    grep -E 'WARN|FAIL|failed' "$rig_tmp/abi.out" | head -20 | sed 's/^/  /'
+    fail=1
+  fi
+  if grep -q 'WARN .*connect on r0+r1 to .*rail r1 .*left out of this connection, which runs on 1 of 2' \
+    "$rig_tmp/abi.out" &&
+    grep -q 'WARN .*listener .*the peer left out its rails .*runs on 1 rail(s), not on r1' \
+      "$rig_tmp/abi.out"; then
+    echo "PASS both nodes' logs name r1 as left out"
+    grep -E 'WARN .*(left out|the peer left out)' "$rig_tmp/abi.out" | sort -u | head -4 | sed 's/^/  /'
+  else
+    echo "FAIL the logs do not name r1 as left out on both nodes"
+    grep -E 'WARN' "$rig_tmp/abi.out" | head -10 | sed 's/^/  /'
+    fail=1
+  fi
+  return "$fail"
+}
+
 # run-abi: the ABI harness's scenarios with the receiver (the harness's
 # parent) in node A and the sender (its forked child) in node B, so every
 # scenario crosses both rails.
@@ -985,6 +1089,14 @@ main() {
     run-failover)
       rig_require
       cmd_run_failover "$@"
+      ;;
+    run-deadport)
+      rig_require
+      cmd_run_deadport "$@"
+      ;;
+    run-deadrail)
+      rig_require
+      cmd_run_deadrail "$@"
       ;;
     run-soak)
       rig_require

@@ -5,7 +5,9 @@
 # selects; the transport check names RDMA ports that will not carry data;
 # the plugin check finds the library by NCCL's rules and names a missing
 # dependency; the NCCL check reads ncclGetVersion from LD_LIBRARY_PATH and
-# from a Python wheel, and applies that release's NCCL_NET_PLUGIN rules; --json carries every finding with its fix.
+# from a Python wheel, and applies that release's NCCL_NET_PLUGIN rules; the
+# fd limit is held against what a rank needs; --json carries every finding
+# with its fix.
 # $1: the nccl-rail binary; $2: tests/fixtures/sysfs; $3: the built plugin;
 # $4: a stand-in libnccl.so.2; $5: a library whose dependency is hidden;
 # $6: the tests' stand-in CollNet library.
@@ -216,6 +218,18 @@ NCCL_RAIL_COLLNET_PLUGIN=$tmp/no-sharp.so NCCL_RAIL_SYSFS_ROOT=$tmp/rig cli doct
 check "a CollNet plugin named but unusable fails, naming it, with the fix" \
   sh -c "grep -q '^FAIL collnet .*no-sharp.so' '$tmp/out' &&
          grep -A1 '^FAIL collnet' '$tmp/out' | grep -q 'fix: point NCCL_RAIL_COLLNET_PLUGIN'"
+
+# The fd limit against what a rank's connections need (net/core/setup.h's
+# arithmetic): below it a warning that says the limit, the need and how to
+# raise it; above it, ok.
+(ulimit -n 256 && NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail cli doctor) >"$tmp/out" 2>&1
+check "RLIMIT_NOFILE below a rank's need is a warning naming both" \
+  sh -c "grep -q '^WARN fds .*RLIMIT_NOFILE is 256 .*a rank needs [0-9]*: 128 connections x' '$tmp/out' &&
+         grep -A1 '^WARN fds' '$tmp/out' | grep -q 'fix: raise it (ulimit -n'"
+(ulimit -n 65536 2>/dev/null || exit 0; NCCL_RAIL_SYSFS_ROOT=$tmp/rig NCCL_NET_PLUGIN=rail cli doctor) \
+  >"$tmp/out" 2>&1
+check "a limit that covers the need is ok" \
+  sh -c "grep -q '^ok   fds .*covers a rank' '$tmp/out' || ! grep -q 'fds' '$tmp/out'"
 
 # ---- options ------------------------------------------------------------------
 "$cli_bin" doctor --help >"$tmp/out" 2>&1

@@ -12,9 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "common/param.h"
 #include "net/core/ifaces.h"
+#include "net/core/setup.h"
+#include "net/core/transport.h"
 #include "net/verbs/api.h"
 #include "net/verbs/dev.h"
 #include "tools/doctor/doctor.h"
@@ -73,6 +76,8 @@ static void doctor_nic_state(struct rail_doctor *d, const struct rail_topo *t,
                     "check the cable and the switch port (ip link show; ethtool), or leave the "
                     "NIC out with NCCL_RAIL_IFNAMES=^NAME",
                     "%s: %s", n->name, n->note[0] ? n->note : "link is down");
+  else if ((n->flags & RAIL_NIC_LINK_LOCAL) && n->role != RAIL_NIC_ROLE_COMPUTE)
+    rail_doctor_say(d, RAIL_DOCTOR_OK, "link", NULL, "%s: up, not used: %s", n->name, n->role_note);
   else if (n->flags & RAIL_NIC_SLOW)
     rail_doctor_say(d, RAIL_DOCTOR_WARN, "speed",
                     "check the link's negotiated speed (ethtool) against its rail peers'", "%s: %s",
@@ -110,6 +115,38 @@ static void doctor_mtu(struct rail_doctor *d, const struct rail_topo *t) {
   }
 }
 
+/* RLIMIT_NOFILE against what the widest rail group's connections need
+ * (net/core/setup.h says the arithmetic): below it, a rank's accepts and
+ * connects fail once it has that many connections open. */
+static void doctor_fd_limit(struct rail_doctor *d, const struct rail_topo *t) {
+  int nrails = 1, speed = 0, k;
+  struct rlimit rl;
+  long need;
+
+  for (int g = 0; g < t->ngroups; g++)
+    if (rail_topo_group_used(t, g) && t->groups[g].nnics >= nrails) {
+      nrails = t->groups[g].nnics;
+      speed = t->nics[t->groups[g].nics[0]].speed_mbps;
+    }
+  k = rail_transport_fallback()->data_streams(speed, nrails);
+  need = rail_setup_fds_needed(nrails, k);
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need)
+    rail_doctor_say(d, RAIL_DOCTOR_WARN, "fds",
+                    "raise it (ulimit -n in the job's shell, LimitNOFILE= for a service, "
+                    "nofile in /etc/security/limits.conf)",
+                    "RLIMIT_NOFILE is %llu (hard %llu); a rank needs %ld: %d connections x %d "
+                    "rail(s) x (1 + %d) sockets + %d",
+                    (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, need,
+                    RAIL_SETUP_EXPECTED_COMMS, nrails, k, RAIL_SETUP_NCCL_FDS);
+  else
+    rail_doctor_say(d, RAIL_DOCTOR_OK, "fds", NULL,
+                    "RLIMIT_NOFILE %llu covers a rank's %ld (%d connections x %d rail(s) x (1 + "
+                    "%d) sockets + %d)",
+                    (unsigned long long)rl.rlim_cur, need, RAIL_SETUP_EXPECTED_COMMS, nrails, k,
+                    RAIL_SETUP_NCCL_FDS);
+}
+
 void rail_doctor_check_nics(struct rail_doctor *d) {
   const struct rail_topo *t = d->topo;
 
@@ -122,6 +159,7 @@ void rail_doctor_check_nics(struct rail_doctor *d) {
   for (int i = 0; i < t->nnics; i++)
     doctor_nic_state(d, t, &t->nics[i]);
   doctor_mtu(d, t);
+  doctor_fd_limit(d, t);
 }
 
 /* "eth0 192.0.2.2/24", "eth1 fd00::2/64": an interface as the checks name
@@ -132,6 +170,22 @@ static const char *doctor_iface_str(const struct rail_iface *ifc, char *buf, siz
   snprintf(buf, len, "%s %s/%d", ifc->name, rail_ifaces_addr_str(&ifc->addr, addr, sizeof(addr)),
            ifc->prefix_len);
   return buf;
+}
+
+/* Without NCCL_RAIL_IFNAMES the plugin leaves out the NICs the model says
+ * are no rail (net/core/devices.c), while any is one: so do the checks. */
+static int doctor_drop_unused(const struct rail_topo *t, struct rail_iface *ifs, int n) {
+  int kept = 0, any = 0;
+
+  for (int i = 0; i < n; i++) {
+    const struct rail_topo_nic *nic = rail_topo_find_netdev(t, ifs[i].name);
+    any |= nic == NULL || nic->role == RAIL_NIC_ROLE_COMPUTE;
+  }
+  for (int i = 0; i < n; i++) {
+    const struct rail_topo_nic *nic = rail_topo_find_netdev(t, ifs[i].name);
+    if (!any || nic == NULL || nic->role == RAIL_NIC_ROLE_COMPUTE) ifs[kept++] = ifs[i];
+  }
+  return kept;
 }
 
 /* The interfaces the plugin will use: the same discovery and
@@ -152,6 +206,7 @@ static struct rail_iface *doctor_used_ifaces(struct rail_doctor *d, const char *
     return ifs;
   }
   *n = rail_ifaces_select(ifs, *n, spec);
+  if (spec[0] == '\0') *n = doctor_drop_unused(d->topo, ifs, *n);
   if (*n == 0 && spec[0] != '\0')
     rail_doctor_say(d, RAIL_DOCTOR_WARN, check,
                     "name interfaces that are up (ip -br addr), or unset NCCL_RAIL_IFNAMES",

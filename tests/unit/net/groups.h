@@ -11,7 +11,13 @@
  * takes the k-th buffer posted with that tag, across receives, whatever
  * sends of other tags come between. Every buffer's reported size and bytes
  * are checked, and so are the bytes past each message and the sizes past a
- * group's n. */
+ * group's n.
+ *
+ * A send larger than the buffer it takes fails that buffer's receive with
+ * -EMSGSIZE, and nothing is written into the buffer; the send itself fails
+ * with -EMSGSIZE too, or completes where the transport had written it
+ * already (a socket's inline send). The failure moves nothing else: every
+ * later send still takes the buffer the rule gives it, and is checked. */
 #ifndef RAIL_TEST_NET_GROUPS_H
 #define RAIL_TEST_NET_GROUPS_H
 
@@ -145,6 +151,8 @@ static inline int gs_zero(const uint8_t *p, size_t n) {
 }
 
 struct gs_state {
+  /* what must happen: a send too large for its buffer, a receive failing */
+  int strunc[GS_MAX_SENDS], rfail[GS_MAX_RECVS];
   uint8_t *rbuf[GS_MAX_RECVS][RAIL_NET_MAX_RECVS], *sbuf[GS_MAX_SENDS];
   void *rmh[GS_MAX_RECVS][RAIL_NET_MAX_RECVS], *smh[GS_MAX_SENDS];
   void *rreq[GS_MAX_RECVS], *sreq[GS_MAX_SENDS];
@@ -208,8 +216,15 @@ static inline int gs_test_all(const struct gs_script *s, struct gs_state *st) {
       continue;
     }
     rc = rail_net_test(st->rreq[r], &done, st->rsizes[r]);
-    CHECK_EQ_INT(rc, 0);
-    if (rc != 0) return -1;
+    if (st->rfail[r] && rc != 0) {
+      CHECK_EQ_INT(rc, -EMSGSIZE);
+      done = 1;
+    } else {
+      if (st->rfail[r] && done) fprintf(stderr, "gs_run: receive %d should have failed\n", r);
+      CHECK(!(st->rfail[r] && done));
+      CHECK_EQ_INT(rc, 0);
+      if (rc != 0) return -1;
+    }
     st->rdone[r] = done;
     left += !done;
   }
@@ -220,9 +235,14 @@ static inline int gs_test_all(const struct gs_script *s, struct gs_state *st) {
       continue;
     }
     rc = rail_net_test(st->sreq[i], &done, &size);
-    CHECK_EQ_INT(rc, 0);
-    if (rc != 0) return -1;
-    if (done) CHECK_EQ_INT(size, (int)s->send[i].size);
+    if (st->strunc[i] && rc != 0) {
+      CHECK_EQ_INT(rc, -EMSGSIZE);
+      done = 1;
+    } else {
+      CHECK_EQ_INT(rc, 0);
+      if (rc != 0) return -1;
+      if (done) CHECK_EQ_INT(size, (int)s->send[i].size);
+    }
     st->sdone[i] = done;
     left += !done;
   }
@@ -243,6 +263,12 @@ static inline int gs_run(void *sc, void *rc, const struct gs_script *s, enum gs_
   gs_expect(s, want);
   for (int i = 0; i < s->nsend; i++) {
     CHECK(want[i] >= 0);
+    if (want[i] < 0) continue;
+    st->strunc[i] =
+        s->send[i].size > s->recv[want[i] / RAIL_NET_MAX_RECVS].caps[want[i] % RAIL_NET_MAX_RECVS];
+    st->rfail[want[i] / RAIL_NET_MAX_RECVS] |= st->strunc[i];
+  }
+  for (int i = 0; i < s->nsend; i++) {
     st->sbuf[i] = gs_alloc(s->send[i].size);
     CHECK(st->sbuf[i] != NULL);
     if (st->sbuf[i] == NULL) goto release;
@@ -289,6 +315,10 @@ static inline int gs_run(void *sc, void *rc, const struct gs_script *s, enum gs_
     const uint8_t *b;
     if (want[i] < 0) continue;
     b = st->rbuf[r][k];
+    /* Nothing in a buffer too small; a failed receive's other buffers
+     * may hold their messages or not. */
+    if (st->strunc[i]) CHECK(gs_zero(b, s->recv[r].caps[k] + GS_GUARD));
+    if (st->rfail[r]) continue;
     CHECK_EQ_INT(st->rsizes[r][k], (int)s->send[i].size);
     if (!gs_same(b, s->send[i].size, (uint64_t)i)) {
       fprintf(stderr, "gs_run: send %d (tag %d, %zu bytes) is not in receive %d buffer %d\n", i,
@@ -299,7 +329,7 @@ static inline int gs_run(void *sc, void *rc, const struct gs_script *s, enum gs_
     CHECK(gs_zero(b + s->send[i].size, s->recv[r].caps[k] - s->send[i].size + GS_GUARD));
   }
   for (int r = 0; r < s->nrecv; r++)
-    CHECK_EQ_INT(st->rsizes[r][s->recv[r].n], 0x5a5a5a5a);
+    if (!st->rfail[r]) CHECK_EQ_INT(st->rsizes[r][s->recv[r].n], 0x5a5a5a5a);
 release:
   for (int i = 0; i < s->nsend; i++) {
     if (st->smh[i] != NULL) rail_net_dereg_mr(sc, st->smh[i]);
@@ -483,6 +513,73 @@ static inline void gs_script_largest_in_group(struct gs_script *s, size_t larges
   gs_add_send(s, 5, largest);
   gs_add_send(s, 9, 0);
   gs_add_send(s, 5, 3000);
+}
+
+/* A message larger than its receive among inline ones (nccl-rail issue
+ * 34): 17 sends, the large one (100000 bytes into a buffer of 1000) at
+ * position `at` (0 first, 8 in the middle, 16 last), the others inline and
+ * as large as an inline message gets (16352 bytes: with its 32-byte record
+ * 16 KiB, NCCL_RAIL_INLINE_BYTES's default), enough to fill a socket's
+ * control log before the receives come; one receive per send, each tagged
+ * as its send: one tag for all (ntags 1) or ntags in turn. The large one's
+ * receive fails, and every other message lands where the rule puts it. */
+static inline void gs_script_too_large_among_inline(struct gs_script *s, int at, int ntags) {
+  memset(s, 0, sizeof(*s));
+  for (int i = 0; i < 17; i++) {
+    int tag = i % ntags;
+    size_t cap = i == at ? 1000 : 16352;
+    gs_add_recv(s, 1, &tag, cap);
+    gs_add_send(s, tag, i == at ? 100000 : 16352);
+  }
+}
+
+/* That script with the large one first, in the middle and last, for one
+ * tag and for three, under every policy; 0, or the first failure, naming
+ * its variant. */
+static inline int gs_run_too_large_among_inline(void *sc, void *rc) {
+  static const int ats[] = {0, 8, 16}, ntags[] = {1, 3};
+  struct gs_script s;
+
+  for (int t = 0; t < 2; t++)
+    for (int a = 0; a < 3; a++) {
+      int err, before = rail_test_failed_checks;
+      gs_script_too_large_among_inline(&s, ats[a], ntags[t]);
+      err = gs_run_policies(sc, rc, &s, 30);
+      if (rail_test_failed_checks != before)
+        fprintf(stderr, "too large at %d among inline, %d tags: wrong\n", ats[a], ntags[t]);
+      if (err != 0) {
+        fprintf(stderr, "too large at %d among inline, %d tags: %d\n", ats[a], ntags[t], err);
+        return err;
+      }
+    }
+  return 0;
+}
+
+/* 24 random scripts (gs_random) where about one send in five is larger
+ * than its buffer (by a byte, or by 100000), each under one of the
+ * policies as gs_run_random runs them; 0, or the first failure, naming its
+ * seed. */
+static inline int gs_run_random_too_large(void *sc, void *rc) {
+  struct gs_script s;
+
+  for (unsigned seed = 1; seed <= 24; seed++) {
+    int err, want[GS_MAX_SENDS], before = rail_test_failed_checks;
+    unsigned x = seed * 40503u + 7;
+
+    gs_random(&s, seed, 4 + (int)(seed % 5));
+    gs_expect(&s, want);
+    for (int i = 0; i < s.nsend; i++) {
+      const struct gs_recv *r = &s.recv[want[i] / RAIL_NET_MAX_RECVS];
+      if (want[i] < 0 || gs_rand(&x) % 5 != 0) continue;
+      s.send[i].size = r->caps[want[i] % RAIL_NET_MAX_RECVS] + (gs_rand(&x) % 2 ? 1 : 100000);
+    }
+    err = gs_run(sc, rc, &s, (enum gs_policy)(seed % 3), 60);
+    if (err != 0 || rail_test_failed_checks != before) {
+      fprintf(stderr, "too large, seed %u: %d\n", seed, err);
+      return err;
+    }
+  }
+  return 0;
 }
 
 /* 24 random scripts (gs_random), each under one of the policies; 0, or

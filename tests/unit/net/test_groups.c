@@ -48,6 +48,17 @@ TEST(random_receives_and_sends) {
   nt_close(&ng_pair);
 }
 
+/* A message larger than its receive fails that receive and its send, and
+ * moves no other message: first, in the middle or last among inline ones
+ * that fill the control log, for one tag and for three. */
+TEST(a_failed_receive_moves_no_later_message) {
+  ng_open();
+  CHECK_EQ_INT(gs_run_too_large_among_inline(ng_pair.sc, ng_pair.rc), 0);
+  CHECK_EQ_INT(gs_run_random_too_large(ng_pair.sc, ng_pair.rc), 0);
+  CHECK_EQ_INT(nt_roundtrip(&ng_pair, 100, 2, 10), 0);
+  nt_close(&ng_pair);
+}
+
 TEST(the_largest_message_in_a_group) {
   struct gs_script s;
 
@@ -108,5 +119,5 @@ TEST(what_waits_for_a_buffer_is_bounded) {
 }
 
 RAIL_TEST_MAIN(a_send_for_the_next_receive_comes_first, sends_of_two_receives_interleave,
-               random_receives_and_sends, the_largest_message_in_a_group,
-               what_waits_for_a_buffer_is_bounded)
+               random_receives_and_sends, a_failed_receive_moves_no_later_message,
+               the_largest_message_in_a_group, what_waits_for_a_buffer_is_bounded)

@@ -1,6 +1,7 @@
 /* unit.net: interface selection, the device table, the handle, and the data
  * path over loopback (one rail, and two rails on 127.0.0.1 + 127.0.0.2). */
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
@@ -326,6 +327,56 @@ TEST(test_devices_fused) {
   /* No model at all: every interface alone. */
   CHECK_EQ_INT(rail_devices_build(t, ifs, 4, NULL, 1, NULL), 0);
   CHECK_EQ_INT(t->ndevs, 4);
+  free(t);
+  free(topo);
+}
+
+static void nt_set_addr(struct rail_iface *f, int family, const char *addr) {
+  memset(&f->addr, 0, sizeof(f->addr));
+  f->addr.ss_family = (sa_family_t)family;
+  if (family == AF_INET)
+    inet_pton(AF_INET, addr, &((struct sockaddr_in *)&f->addr)->sin_addr);
+  else
+    inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&f->addr)->sin6_addr);
+}
+
+/* A port whose only address is IPv6 link-local is never grouped with ports
+ * that have routable ones (issue 34: eth2, up with fe80:: only, beside two
+ * IPv4 rails, made one device eth2+rb0+rb1 whose connections waited 60 s
+ * for streams that could not connect): it is a device of its own, wherever
+ * it stands in the model's group and in discovery's order, said at INFO.
+ * Ports that are all link-local still group. */
+TEST(test_link_local_port_not_grouped) {
+  struct rail_topo *topo = nt_topo_two_groups();
+  struct rail_devtab *t = calloc(1, sizeof(*t));
+  struct rail_iface ifs[3];
+
+  topo->nics[2].group = 0;
+  topo->groups[0].nnics = 3;
+  topo->groups[0].nics[0] = 2; /* the dead port first in the model's order */
+  topo->groups[0].nics[1] = 0;
+  topo->groups[0].nics[2] = 1;
+  topo->ngroups = 1;
+  for (int first = 0; first < 2; first++) {
+    ifs[first ? 0 : 2] = nt_phys("eth2", 25000, "");
+    ifs[first ? 1 : 0] = nt_phys("eth0", 25000, "");
+    ifs[first ? 2 : 1] = nt_phys("eth1", 25000, "");
+    nt_set_addr(&ifs[first ? 0 : 2], AF_INET6, "fe80::1");
+    nt_set_addr(&ifs[first ? 1 : 0], AF_INET, "10.0.0.1");
+    nt_set_addr(&ifs[first ? 2 : 1], AF_INET, "10.0.1.1");
+    nt_log_start();
+    CHECK_EQ_INT(rail_devices_build(t, ifs, 3, topo, 1, NULL), 0);
+    CHECK_EQ_INT(t->ndevs, 2);
+    CHECK_EQ_STR(t->devs[0].name, "eth0+eth1");
+    CHECK_EQ_STR(t->devs[1].name, "eth2");
+  }
+  /* All link-local: the group stands. */
+  nt_set_addr(&ifs[0], AF_INET6, "fe80::1");
+  nt_set_addr(&ifs[1], AF_INET6, "fe80::2");
+  nt_set_addr(&ifs[2], AF_INET6, "fe80::3");
+  CHECK_EQ_INT(rail_devices_build(t, ifs, 3, topo, 1, NULL), 0);
+  CHECK_EQ_INT(t->ndevs, 1);
+  CHECK_EQ_STR(t->devs[0].name, "eth2+eth0+eth1");
   free(t);
   free(topo);
 }
@@ -1330,9 +1381,10 @@ TEST(test_make_vdevice) {
 
 RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live,
                test_discover_bad_sysfs_root, test_sysfs_fake_tree, test_addr_helpers,
-               test_devices_fused, test_common_pci, test_rail_matching, test_props, test_reg_mr,
-               test_sizes, test_in_flight, test_progress_per_pass, test_receiver_drives,
-               test_irecv_group, test_truncation, test_two_rails_stripe, test_two_rails_adapt,
-               test_two_rails_small, test_eight_rails, test_ipv6_rails_past_the_handle,
-               test_version_mismatch, test_close_states, test_ipv6_and_traffic_class, test_pinning,
-               test_nap_policy, test_nap_wakes, test_nstreams, test_make_vdevice)
+               test_devices_fused, test_link_local_port_not_grouped, test_common_pci,
+               test_rail_matching, test_props, test_reg_mr, test_sizes, test_in_flight,
+               test_progress_per_pass, test_receiver_drives, test_irecv_group, test_truncation,
+               test_two_rails_stripe, test_two_rails_adapt, test_two_rails_small, test_eight_rails,
+               test_ipv6_rails_past_the_handle, test_version_mismatch, test_close_states,
+               test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nap_wakes,
+               test_nstreams, test_make_vdevice)

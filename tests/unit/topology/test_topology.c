@@ -3,6 +3,8 @@
  * topo` output for each, bad input, the fallback chain and the fingerprint. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <dirent.h>
 #include <ftw.h>
 #include <limits.h>
@@ -250,6 +252,83 @@ TEST(pcie_host_without_switches) {
   CHECK(strstr(text, "GPU2 (NUMA 1) has no NIC on its socket") != NULL);
   free(text);
   check_fixture_golden(t, "crafted-pcie-no-switch.xml");
+  rail_topo_free(t);
+}
+
+/* Three sockets NICs on one NUMA node, addresses given as getifaddrs
+ * lists them (issue 34): a port whose only address is IPv6 link-local is
+ * no rail beside routable ones (topo: "not used: no routable address"),
+ * while ports that are all link-local stay one group, and an RDMA port,
+ * which needs no IP address, is never judged by its addresses. */
+static struct rail_topo *ll_model(int fabric0) {
+  static const char *const names[3] = {"eth2", "rb0", "rb1"};
+  struct rail_topo *t = calloc(1, sizeof(*t));
+
+  t->nnuma = 1;
+  t->nnics = 3;
+  for (int n = 0; n < 3; n++) {
+    snprintf(t->nics[n].name, sizeof(t->nics[n].name), "%s", names[n]);
+    snprintf(t->nics[n].netdev, sizeof(t->nics[n].netdev), "%s", names[n]);
+    t->nics[n].fabric = n == 0 ? fabric0 : RAIL_FABRIC_TCP;
+    t->nics[n].flags = RAIL_NIC_NO_PCI;
+    t->nics[n].pci = -1;
+    t->nics[n].speed_mbps = 10000;
+  }
+  rail_topo_make_rails(t);
+  return t;
+}
+
+static void ll_addr(struct ifaddrs *a, struct sockaddr_storage *ss, const char *name,
+                    const char *addr, struct ifaddrs *next) {
+  memset(a, 0, sizeof(*a));
+  memset(ss, 0, sizeof(*ss));
+  a->ifa_name = (char *)name;
+  a->ifa_addr = (struct sockaddr *)ss;
+  a->ifa_next = next;
+  if (strchr(addr, ':') != NULL) {
+    ss->ss_family = AF_INET6;
+    inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)ss)->sin6_addr);
+  } else {
+    ss->ss_family = AF_INET;
+    inet_pton(AF_INET, addr, &((struct sockaddr_in *)ss)->sin_addr);
+  }
+}
+
+TEST(link_local_only_port_is_no_rail) {
+  struct ifaddrs a[4];
+  struct sockaddr_storage ss[4];
+  struct rail_topo *t = ll_model(RAIL_FABRIC_TCP);
+  char *text;
+
+  CHECK_EQ_INT(t->ngroups, 1); /* sysfs alone fuses all three */
+  ll_addr(&a[0], &ss[0], "eth2", "fe80::1", &a[1]);
+  ll_addr(&a[1], &ss[1], "rb0", "10.0.0.1", &a[2]);
+  ll_addr(&a[2], &ss[2], "rb0", "fe80::2", &a[3]);
+  ll_addr(&a[3], &ss[3], "rb1", "10.0.1.1", NULL);
+  CHECK_EQ_INT(rail_topo_mark_link_local(t, a), 1);
+  CHECK_EQ_INT(t->nics[0].role, RAIL_NIC_ROLE_OTHER);
+  CHECK(strstr(t->nics[0].role_note, "IPv6 link-local fe80::1 only") != NULL);
+  CHECK_EQ_INT(t->groups[t->nics[1].group].nnics, 2);
+  CHECK_EQ_INT(t->nics[1].group, t->nics[2].group);
+  text = print_text(t);
+  CHECK(text != NULL &&
+        strstr(text, "not used: no routable address (IPv6 link-local fe80::1") != NULL);
+  free(text);
+  rail_topo_free(t);
+  /* All link-local: what the node has, one group. */
+  t = ll_model(RAIL_FABRIC_TCP);
+  ll_addr(&a[1], &ss[1], "rb0", "fe80::2", &a[3]);
+  ll_addr(&a[3], &ss[3], "rb1", "fe80::3", NULL);
+  CHECK_EQ_INT(rail_topo_mark_link_local(t, a), 3);
+  CHECK_EQ_INT(t->ngroups, 1);
+  CHECK_EQ_INT(t->nics[0].role, RAIL_NIC_ROLE_COMPUTE);
+  rail_topo_free(t);
+  /* A RoCE port with a link-local address only is not judged by it. */
+  t = ll_model(RAIL_FABRIC_ROCE);
+  ll_addr(&a[1], &ss[1], "rb0", "10.0.0.1", &a[3]);
+  ll_addr(&a[3], &ss[3], "rb1", "10.0.1.1", NULL);
+  CHECK_EQ_INT(rail_topo_mark_link_local(t, a), 0);
+  CHECK_EQ_INT(t->nics[0].flags & RAIL_NIC_LINK_LOCAL, 0);
   rail_topo_free(t);
 }
 
@@ -983,13 +1062,13 @@ RAIL_TEST_MAIN(ndv4_four_rails_of_two_ib_nics, ndv5_eight_gpu_nic_pairs_one_per_
                p4d_one_efa_nic_per_two_gpus, p5_four_efa_nics_per_gpu,
                dgx2_sixteen_gpus_behind_plx_switches, hwloc_plain_pcie_host_three_nvidia_gpus,
                dual_rail_one_nic_per_socket, pcie_host_without_switches,
-               vm_virtual_nics_without_pci_path, slow_nic_is_flagged_and_not_fused,
-               every_fixture_matches_its_golden_output, sysfs_tree_nics_speeds_states_and_mappings,
-               sysfs_veth_rig_fuses_v0_and_v1, sysfs_groups_hold_at_most_four_nics,
-               sysfs_root_from_the_tunable, sysfs_bad_root_is_an_error,
-               bad_input_gives_clear_errors, unknown_pci_classes_are_ignored,
-               xml_reader_reports_the_line, xml_reader_decodes_and_skips,
-               xml_reader_text_and_many_attributes, masks_to_cpulists,
+               vm_virtual_nics_without_pci_path, link_local_only_port_is_no_rail,
+               slow_nic_is_flagged_and_not_fused, every_fixture_matches_its_golden_output,
+               sysfs_tree_nics_speeds_states_and_mappings, sysfs_veth_rig_fuses_v0_and_v1,
+               sysfs_groups_hold_at_most_four_nics, sysfs_root_from_the_tunable,
+               sysfs_bad_root_is_an_error, bad_input_gives_clear_errors,
+               unknown_pci_classes_are_ignored, xml_reader_reports_the_line,
+               xml_reader_decodes_and_skips, xml_reader_text_and_many_attributes, masks_to_cpulists,
                bad_topo_file_falls_back_and_says_why, damaged_files_never_crash,
                topo_file_is_loaded_and_given_local_paths, live_discovery_on_this_machine,
                live_hwloc_walker_agrees_with_the_export_reader, get_falls_back_to_an_empty_model,

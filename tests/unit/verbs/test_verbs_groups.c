@@ -57,6 +57,18 @@ TEST(random_receives_and_sends) {
   fx_net_pair_close(&p);
 }
 
+/* A message larger than its receive fails that receive and its send (one
+ * WARN on each end), and moves no other message: first, in the middle or
+ * last among inline-sized ones, for one tag and for three. */
+TEST(a_failed_receive_moves_no_later_message) {
+  struct fx_net_pair p;
+
+  CHECK_EQ_INT(pair_open(&p), 0);
+  CHECK_EQ_INT(gs_run_too_large_among_inline(p.sc, p.rc), 0);
+  CHECK_EQ_INT(gs_run_random_too_large(p.sc, p.rc), 0);
+  fx_net_pair_close(&p);
+}
+
 TEST(the_largest_message_in_a_group) {
   struct rail_net_props props;
   struct gs_script s;
@@ -74,4 +86,5 @@ TEST(the_largest_message_in_a_group) {
 TEST(the_fake_tree_goes) { CHECK_EQ_INT(fx_tree_remove(), 0); }
 
 RAIL_TEST_MAIN(a_send_for_the_next_receive_comes_first, sends_of_two_receives_interleave,
-               random_receives_and_sends, the_largest_message_in_a_group, the_fake_tree_goes)
+               random_receives_and_sends, a_failed_receive_moves_no_later_message,
+               the_largest_message_in_a_group, the_fake_tree_goes)
