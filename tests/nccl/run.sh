@@ -39,7 +39,7 @@ transport=${2:?usage}
 nranks=${3:?usage}
 here=$(cd "$(dirname "$0")" && pwd)
 sizes=4096,1048576,67108864
-limit=120
+limit=240
 start=$(date +%s)
 
 nccl_dir=$(sh "$here/build.sh")
