@@ -83,7 +83,7 @@ build() {
 	[ -f "$dir/lib/libnccl.so.2" ] && return 0
 	tmp=$(mktemp -d "$cache/.build.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
-	say "building NCCL $version into $dir (about 3 to 10 minutes on 2 cores; log: $tmp/build.log)"
+	say "building NCCL $version into $dir (570 s of CPU: about 5 minutes on 2 idle cores, longer on a loaded machine; log: $tmp/build.log)"
 	start=$(date +%s)
 	tar -xzf "$tarball" -C "$tmp"
 	if ! make -C "$tmp/nccl-$version" -j"${RAIL_NCCL_JOBS:-$(nproc)}" src.build \
