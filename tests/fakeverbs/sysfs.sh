@@ -1,9 +1,21 @@
 #!/bin/sh
-# sysfs.sh ROOT NETDEV DEV...: a fake /sys tree under ROOT in which each
-# fake verbs device DEV has one ACTIVE RoCE port on NETDEV (for
+# sysfs.sh [--gpu BUSID NUMA] ROOT NETDEV DEV...: a fake /sys tree under ROOT
+# in which each fake verbs device DEV has one ACTIVE RoCE port on NETDEV (for
 # NCCL_RAIL_SYSFS_ROOT), with an IPv4-mapped RoCE v2 GID at index 0, as the
 # plugin's discovery reads it; the fake provider answers for the rest.
+# --gpu adds an NVIDIA GPU at PCI bus id BUSID on NUMA node NUMA, the one
+# the host-only CUDA stand-ins describe (tests/nccl/fake_gpu.h reads it).
 set -eu
+if [ "$1" = --gpu ]; then
+	gpu=$2 numa=$3
+	shift 3
+	dev=$1/sys/devices/pci${gpu%:*.*}/$gpu
+	mkdir -p "$dev" "$1/sys/bus/pci/devices" "$1/sys/devices/system/node/node$numa"
+	echo 0x10de >"$dev/vendor"
+	echo 0x030200 >"$dev/class"
+	echo "$numa" >"$dev/numa_node"
+	ln -sfn "../../../devices/pci${gpu%:*.*}/$gpu" "$1/sys/bus/pci/devices/$gpu"
+fi
 root=$1 netdev=$2
 shift 2
 for dev in "$@"; do

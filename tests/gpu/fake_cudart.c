@@ -8,11 +8,19 @@
  *
  * FAKE_CUDA_NODEV=1 makes cudaGetDeviceCount fail as on a machine with no
  * driver, for collperf's "no device" path.
+ *
+ * Real NCCL built from source runs over it too (tests/nccl), with what it
+ * asks for beyond this in tests/nccl/fake_cudart_nccl.c; both describe the
+ * GPU of tests/nccl/fake_gpu.h (an H100's numbers, its PCI bus id and NUMA
+ * node from a fake /sys tree).
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 
 #include <dlfcn.h>
+
+#include "fake_gpu.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,8 +54,18 @@ cudaError_t cudaGetDeviceCount(int *count) {
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 
 const char *cudaGetErrorString(cudaError_t error) {
-  return error == cudaErrorNoDevice ? "no CUDA-capable device is detected (fake)"
-                                    : "fake CUDA error";
+  switch (error) {
+  case cudaErrorNoDevice:
+    return "no CUDA-capable device is detected (fake)";
+  case cudaErrorNotSupported:
+    return "operation not supported (fake cudart: no GPU)";
+  case cudaErrorInvalidDevice:
+    return "invalid device ordinal (fake)";
+  case cudaErrorMemoryAllocation:
+    return "out of memory (fake)";
+  default:
+    return "fake CUDA error";
+  }
 }
 
 cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
@@ -56,13 +74,27 @@ cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+  const struct fake_gpu *g = fake_gpu_get();
+
   memset(prop, 0, sizeof(*prop));
   strncpy(prop->name, "fake GPU", sizeof(prop->name) - 1);
+  prop->totalGlobalMem = g->mem;
+  prop->major = g->major;
+  prop->minor = g->minor;
+  prop->multiProcessorCount = g->sms;
+  prop->sharedMemPerBlockOptin = g->smem_optin;
+  prop->maxThreadsPerBlock = 1024;
+  prop->warpSize = 32;
+  prop->pciDomainID = g->domain;
+  prop->pciBusID = g->bus;
+  prop->pciDeviceID = g->device;
+  prop->canMapHostMemory = 1;
+  prop->unifiedAddressing = 1;
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
-  *value = 0;
+  *value = fake_gpu_attribute((int)attr);
   return cudaSuccess;
 }
 
@@ -101,7 +133,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 }
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
-  *devPtr = malloc(size ? size : 1);
+  *devPtr = calloc(1, size ? size : 1);
   return *devPtr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
