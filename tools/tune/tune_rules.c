@@ -189,10 +189,29 @@ struct verdict {
   int rule;
 };
 
+/* The plugin's pick without rules at one size: the measured candidate it
+ * stands for, or NULL (and its algo/proto) where it was not measured. */
+static const struct rail_tune_cand *baseline_at(const struct rail_tune_set *set,
+                                                const struct rail_tune_group *g, uint64_t bytes,
+                                                int *algo, int *proto) {
+  *algo = *proto = -1;
+  if (rail_tune_baseline(set, g->coll, g->nodes, bytes, algo, proto) != 0) return NULL;
+  return rail_tune_cand_find(g, *algo, *proto);
+}
+
+/* A measured size's rule covers every size up to the next measured one, so
+ * the plugin's pick is judged across that whole range, not only where it
+ * was measured: NCCL's own choice (which the plugin keeps outside its
+ * evidence) can change between two measured sizes, and a size there must
+ * still get a measured winner. Probed at quarter octaves and at the
+ * geometric middle (where `tune --check` looks); the worst pick counts. */
 static struct verdict judge(const struct rail_tune_set *set, const struct rail_tune_group *g,
                             int i) {
+  const struct rail_tune_cand *c0 = &g->cand[0];
   struct verdict v;
-  uint64_t bytes = g->cand[0].pts[i].bytes;
+  uint64_t bytes = c0->pts[i].bytes;
+  uint64_t next = i + 1 < c0->npts ? c0->pts[i + 1].bytes : bytes + 1;
+  uint64_t mid = (uint64_t)sqrt((double)bytes * (double)next);
 
   memset(&v, 0, sizeof(v));
   for (int c = 0; c < g->ncand; c++) {
@@ -203,13 +222,28 @@ static struct verdict judge(const struct rail_tune_set *set, const struct rail_t
     }
   }
   v.balgo = v.bproto = -1;
-  if (rail_tune_baseline(set, g->coll, g->nodes, bytes, &v.balgo, &v.bproto) == 0)
-    v.base = rail_tune_cand_find(g, v.balgo, v.bproto);
-  if (v.base == NULL) {
-    v.rule = 1; /* nothing measured says the plugin's pick is as good */
-    return v;
+  /* Probe 0: the measured size; 1: the middle; 2...: quarter octaves up. */
+  for (int k = 0; k < 2 + 4 * 64; k++) {
+    uint64_t at = k == 0   ? bytes
+                  : k == 1 ? mid
+                           : (uint64_t)((double)bytes * pow(2.0, (k - 1) / 4.0));
+    const struct rail_tune_cand *b;
+    int a, p;
+    if (k > 0 && (at <= bytes || at >= next)) {
+      if (k == 1) continue;
+      break;
+    }
+    b = baseline_at(set, g, at, &a, &p);
+    if (b == NULL) {
+      v.base = NULL, v.balgo = a, v.bproto = p;
+      v.rule = 1; /* nothing measured says the plugin's pick is as good */
+      return v;
+    }
+    if (v.base == NULL || rail_tune_mean(rail_tune_point_at(b, bytes)) > rail_tune_mean(v.pb)) {
+      v.base = b, v.balgo = a, v.bproto = p;
+      v.pb = rail_tune_point_at(b, bytes);
+    }
   }
-  v.pb = rail_tune_point_at(v.base, bytes);
   v.gain = rail_tune_mean(v.pb) / rail_tune_mean(v.pw) - 1;
   v.thr = fmax(set->o.min_gain, fmax(rail_tune_noise(v.pb), rail_tune_noise(v.pw)));
   v.rule = v.win != v.base && v.gain > v.thr;
