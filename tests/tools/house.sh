@@ -91,4 +91,16 @@ $house --repo "$root" tools --max-circle 1 --max-folder-circle 1 \
 rc=$?
 cat "$tmp/out"
 check "tools/: no circle, and the arrows point one way" test "$rc" -eq 0
+
+# net/: each transport reads top-down (docs/design.md): no circle of more
+# than two files anywhere in net/, and none at all inside either transport.
+$house --repo "$root" net --max-circle 2 >"$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+check "net/: no circle of more than two files" test "$rc" -eq 0
+for t in socket verbs; do
+  $house --repo "$root" net/$t --max-circle 1 >"$tmp/out" 2>&1
+  rc=$?
+  check "net/$t/: no circle between its files" test "$rc" -eq 0
+done
 exit $fail
