@@ -12,8 +12,8 @@
 # it ends, and a table of all of them at the end of every run, passed or
 # not, so that a stage that grows is seen when it does.
 #
-# Where the time goes (docs/operations.md, "CI"): the VM rig (rig.rxe.*,
-# one qemu VM under TCG) is the longest stage and mostly waits, so it runs
+# Where the time goes: the VM rig (rig.rxe.*, one qemu VM under TCG) is
+# the longest stage and mostly waits, so it runs
 # beside the others, from the end of the build to the end of the run; the
 # other entries run in parallel (-j, RAIL_TEST_JOBS) except where they
 # share a rig or the machine (RESOURCE_LOCK, RUN_SERIAL in their
