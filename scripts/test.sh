@@ -165,8 +165,13 @@ stage asan bash -c 'cd "$1" && shift && ASAN_OPTIONS=detect_leaks=1 \
 tsan_tests='^(unit\.(common|plugin|plugin_collnet|net.*|verbs.*|topology.*)|abi\.(load|bench|v(8|12)\..*))$'
 stage tsan-build sanitizer_build "${build}-tsan" "$tsan_tests" \
   -DRAIL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+# One at a time (RAIL_TSAN_JOBS): ThreadSanitizer slows these two-process
+# tests 5-15 times, and side by side on a loaded 2-core machine the
+# harness's bounds (30 s a step, a dead peer seen within 7 s) ran out
+# (unit.net, unit.net_faults and unit.topology past 300 s, abi.v8.stopped_*
+# and abi.v12.kill_sender.at0 failed at -j3, load 25).
 stage tsan bash -c 'cd "$1" && shift && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest "$@"' _ "${build}-tsan" "${ctest_args[@]}" -j"$jobs" -R "$tsan_tests"
+  ctest "$@"' _ "${build}-tsan" "${ctest_args[@]}" -j"${RAIL_TSAN_JOBS:-1}" -R "$tsan_tests"
 
 # Every decoder of untrusted bytes runs under libFuzzer for a bounded time
 # from its committed corpus, one target per core at a time; a crash fails
