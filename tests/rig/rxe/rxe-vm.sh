@@ -216,11 +216,13 @@ export RAIL_RXE_SEND=rxe0,rxe2 RAIL_RXE_RECV=rxe1,rxe3
 EOF
 }
 
-# qemu_vm OUT TIMEOUT: the VM, its console on stdout (carriage returns
-# and the firmware's escape sequences removed); OUT is the shared folder
-# whose guest.sh the guest runs.
+# qemu_vm OUT TIMEOUT [PIDFILE]: the VM, its console on stdout (carriage
+# returns and the firmware's escape sequences removed); OUT is the shared
+# folder whose guest.sh the guest runs; qemu writes its pid to PIDFILE
+# (timeout puts it in a process group of its own).
 qemu_vm() {
-	local out=$1 limit=$2 kver smp
+	local out=$1 limit=$2 kver smp pidfile=()
+	[ -n "${3:-}" ] && pidfile=(-pidfile "$3")
 	kver=$(cat "$DIR/kernel.version")
 	smp=${RAIL_RXE_SMP:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
 	timeout "$limit" qemu-system-x86_64 \
@@ -230,7 +232,7 @@ qemu_vm() {
 		-append "console=ttyS0 loglevel=3 panic=-1 edd=off rail_rxe_out=$out" \
 		-virtfs local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap \
 		-virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
-		< /dev/null 2>&1 | tr -d '\r' | sed -u 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' || true
+		"${pidfile[@]}" < /dev/null 2>&1 | tr -d '\r' | sed -u 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' || true
 }
 
 build() {
@@ -281,8 +283,8 @@ check() {
 # $S/out is the folder shared with the guest: guest.sh (the agent), ready
 # (written once the agent listens), jobs/<id>/ (one per command: cmd.sh and
 # limit, then go; the agent writes log and status), stop (the agent powers
-# off). $S/qemu.pid names the process group of the VM on the host,
-# $S/console.log holds its console.
+# off). $S/qemu.pid names qemu's process on the host, $S/console.log holds
+# its console.
 
 # The agent: for every job the rails as a fresh boot has them (deleted and
 # made again where the last job left them otherwise), the job in a session
@@ -367,16 +369,18 @@ session_dir() {
 	S=$RAIL_RXE_SESSION
 }
 
+vm_alive() {
+	[ -s "$1/qemu.pid" ] && kill -0 "$(cat "$1/qemu.pid")" 2>/dev/null
+}
+
 # A session is up when its VM runs and its agent said it is ready.
 session_up() {
 	[ -n "${RAIL_RXE_SESSION:-}" ] || return 1
-	local S=$RAIL_RXE_SESSION
-	[ -s "$S/out/ready" ] && [ -s "$S/qemu.pid" ] || return 1
-	kill -0 -- "-$(cat "$S/qemu.pid")" 2>/dev/null
+	[ -s "$RAIL_RXE_SESSION/out/ready" ] && vm_alive "$RAIL_RXE_SESSION"
 }
 
 start() {
-	local S t0=$SECONDS limit=${RAIL_RXE_TIMEOUT:-600}
+	local S t0=$SECONDS limit=${RAIL_RXE_TIMEOUT:-600} launcher
 	session_dir
 	build
 	session_up && stop_session
@@ -385,10 +389,11 @@ start() {
 	write_agent > "$S/out/guest.sh"
 	# A process group of its own, apart from the caller's output, so that
 	# the caller (ctest's fixture) ends while the VM stays up.
-	setsid bash -c 'echo $$ > "$1/qemu.pid"; shift; exec "$@"' _ "$S" \
-		"$0" _qemu "$S/out" "${RAIL_RXE_SESSION_TIMEOUT:-5400}" > "$S/console.log" 2>&1 < /dev/null &
+	setsid "$0" _qemu "$S/out" "${RAIL_RXE_SESSION_TIMEOUT:-5400}" "$S/qemu.pid" \
+		> "$S/console.log" 2>&1 < /dev/null &
+	launcher=$!
 	while [ ! -s "$S/out/ready" ]; do
-		if [ -s "$S/qemu.pid" ] && ! kill -0 -- "-$(cat "$S/qemu.pid")" 2>/dev/null; then
+		if ! kill -0 "$launcher" 2>/dev/null; then
 			cat "$S/console.log" >&2
 			say "the session's VM stopped before its agent was ready"
 			return 1
@@ -407,7 +412,7 @@ start() {
 # session_run CMD...: CMD run by the session's agent; its status is CMD's
 # (125: none came back: the VM is gone, or the bound passed).
 session_run() {
-	local S=$RAIL_RXE_SESSION job limit t0=$SECONDS status=125 pid
+	local S=$RAIL_RXE_SESSION job limit t0=$SECONDS status=125
 	limit=${RAIL_RXE_TIMEOUT:-600}
 	job=$(mktemp -d "$S/out/jobs/$(date +%s).XXXXXX")
 	chmod 777 "$job"
@@ -418,9 +423,8 @@ session_run() {
 	# The guest's bound ends CMD before ctest's (the same figure) ends us.
 	echo $((limit > 40 ? limit - 20 : limit)) > "$job/limit"
 	touch "$job/go"
-	pid=$(cat "$S/qemu.pid")
 	while [ ! -s "$job/status" ]; do
-		if ! kill -0 -- "-$pid" 2>/dev/null; then
+		if ! vm_alive "$S"; then
 			say "the session's VM is gone (console: $S/console.log)"
 			break
 		fi
@@ -438,17 +442,18 @@ session_run() {
 	return "$status"
 }
 
+# The agent powers off between jobs; a job still running is cut short
+# (the guest keeps nothing: its writes are in tmpfs).
 stop_session() {
-	local S pid i=0
+	local S i=0
 	session_dir
 	[ -s "$S/qemu.pid" ] || { say "no session in $S"; return 0; }
-	pid=$(cat "$S/qemu.pid")
 	touch "$S/out/stop"
-	while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 60 ]; do
+	while vm_alive "$S" && [ $i -lt 20 ]; do
 		sleep 0.5
 		i=$((i + 1))
 	done
-	kill -0 -- "-$pid" 2>/dev/null && { kill -KILL -- "-$pid" 2>/dev/null || true; }
+	vm_alive "$S" && { kill -KILL "$(cat "$S/qemu.pid")" 2>/dev/null || true; }
 	say "session stopped"
 	rm -rf "$S"
 }
@@ -459,6 +464,6 @@ case "${1:-}" in
 	check) check ;;
 	start) need_root; start ;;
 	stop) stop_session ;;
-	_qemu) qemu_vm "$2" "$3" ;;
+	_qemu) qemu_vm "$2" "$3" "$4" ;;
 	*) sed -n '2,/^set -euo/p' "$0" >&2; exit 2 ;;
 esac
