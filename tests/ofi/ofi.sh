@@ -8,13 +8,19 @@
 # Nothing of that suite is in this repository: the script takes the
 # checkout named by RAIL_OFI_SRC (a git repository, bare or not, from which
 # it extracts the pinned commit with git archive; or a plain source tree of
-# that commit), compiles the programs with mpicxx against our config.h and
-# the host-only CUDA runtime of tests/fakeverbs, and runs them. Without a
-# checkout it skips (exit 77) and says so; CI has none (no network).
+# that commit), or else the `git archive` snapshot of the pinned commit,
+# aws-ofi-nccl-<first 8 hex digits>.tar.gz, in the folder RAIL_REFERENCE_DIR
+# names (CI passes its snapshots in that way; the commit the archive records
+# must be the pinned one). It compiles the programs with mpicxx against our
+# config.h and the host-only CUDA runtime of tests/fakeverbs, and runs them.
+# With neither it skips (exit 77) and says so; with RAIL_RIG_REQUIRED=1 (CI
+# as root) and RAIL_REFERENCE_DIR set, a missing snapshot fails instead.
 #
-# Environment (ctest sets all but the first from the build; by hand,
-# RAIL_BUILD_DIR=<build> stands for them):
+# Environment (ctest sets the RAIL_OFI_* below but the first from the build;
+# by hand, RAIL_BUILD_DIR=<build> stands for them):
 #   RAIL_OFI_SRC        the checkout (default: what CMake was configured with)
+#   RAIL_REFERENCE_DIR  the folder of reference snapshots (default: what
+#                       CMake was configured with); used without RAIL_OFI_SRC
 #   RAIL_OFI_PLUGIN     libnccl-net-rail.so, opened under the suite's name for it
 #   RAIL_OFI_CUDA_DIR   the directory of the CUDA stand-in (tests/fakeverbs/fakecuda.c)
 #   RAIL_OFI_FAKEVERBS  libfakeverbs.so, for RAIL_OFI_TRANSPORT=verbs
@@ -31,6 +37,8 @@ prog=${1:?usage: ofi.sh PROGRAM [RANKS]}
 ranks=${2:-2}
 here=$(cd "$(dirname "$0")" && pwd)
 src=${RAIL_OFI_SRC:-${RAIL_OFI_SRC_DEFAULT:-}}
+refdir=${RAIL_REFERENCE_DIR:-${RAIL_OFI_REFERENCE_DEFAULT:-}}
+snapshot=aws-ofi-nccl-$(echo "$commit" | cut -c1-8)
 build=${RAIL_BUILD_DIR:-}
 plugin=${RAIL_OFI_PLUGIN:-$build/libnccl-net-rail.so}
 cuda=${RAIL_OFI_CUDA_DIR:-$build/tests/fakeverbs/cuda}
@@ -40,9 +48,23 @@ transport=${RAIL_OFI_TRANSPORT:-socket}
 repeat=${RAIL_OFI_REPEAT:-1}
 work=${RAIL_OFI_WORK:-$build/tests/ofi}/$commit
 
+# No checkout: the snapshot of the pinned commit among the references.
+if { [ -z "$src" ] || [ ! -e "$src" ]; } && [ -n "$refdir" ]; then
+	if [ -f "$refdir/$snapshot.tar.gz" ]; then
+		src=$refdir/$snapshot.tar.gz
+	elif [ "${RAIL_RIG_REQUIRED:-0}" = 1 ]; then
+		echo "FAIL: RAIL_REFERENCE_DIR=$refdir has no $snapshot.tar.gz (aws-ofi-nccl at $commit)," \
+			"and RAIL_RIG_REQUIRED=1 forbids skipping"
+		exit 1
+	else
+		echo "SKIP: RAIL_REFERENCE_DIR=$refdir has no $snapshot.tar.gz (aws-ofi-nccl at $commit)"
+		exit 77
+	fi
+fi
 if [ -z "$src" ] || [ ! -e "$src" ]; then
 	echo "SKIP: no aws-ofi-nccl checkout (set RAIL_OFI_SRC to a clone, or configure with" \
-		"-DRAIL_OFI_SRC=..., holding commit $commit)"
+		"-DRAIL_OFI_SRC=..., holding commit $commit; or RAIL_REFERENCE_DIR to a folder" \
+		"holding $snapshot.tar.gz)"
 	exit 77
 fi
 for tool in mpicxx mpirun; do
@@ -55,7 +77,9 @@ done
 # ---- the sources: the pinned commit, extracted once --------------------------------
 extract() {
 	mkdir -p "$work" || return 1
-	if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+	if [ -f "$src" ]; then
+		extract_snapshot
+	elif git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
 		git -C "$src" cat-file -e "$commit^{commit}" 2>/dev/null || {
 			echo "FAIL: $src does not hold commit $commit of aws-ofi-nccl (fetch it)"
 			return 1
@@ -70,6 +94,23 @@ extract() {
 		echo "FAIL: $src is neither a git repository nor an aws-ofi-nccl source tree"
 		return 1
 	fi
+}
+
+# A `git archive` tarball records its commit in the pax global header
+# (comment=<commit>): that, not the file name, says it is the pinned one.
+extract_snapshot() {
+	got=$(gzip -dc "$src" 2>/dev/null | head -c 1024 | tr -d '\000' |
+		sed -n 's/.*comment=\([0-9a-f]\{40\}\).*/\1/p')
+	if [ "$got" != "$commit" ]; then
+		echo "FAIL: $src is not git archive's snapshot of aws-ofi-nccl $commit" \
+			"(it records commit '${got:-none}')"
+		return 1
+	fi
+	echo "aws-ofi-nccl $commit from $src"
+	rm -rf "$work/src.tmp" && mkdir -p "$work/src.tmp" &&
+		tar -xzf "$src" -C "$work/src.tmp" --strip-components=1 \
+			"$snapshot/tests/functional" "$snapshot/3rd-party/nccl/cuda/include" &&
+		mv "$work/src.tmp" "$work/src"
 }
 
 # config.h: the autoconf header the suite's files include first; only the
