@@ -147,7 +147,11 @@ check "... naming this node's rail that reaches nothing" \
 check "... and the peer's rail nothing reaches" \
   grep -q "^FAIL rail .*10.203.1.1's r1 10.203.2.1 is reached by no interface" "$tmp/cut.out"
 check "... with the fix that keeps jobs off it" grep -q "fix: .*NCCL_RAIL_IFNAMES=^r1" "$tmp/cut.out"
-check "the other rail is still measured" grep -q "^ok   rail .*r0 10.203.1.2 -> 10.203.1.1 r0" "$tmp/cut.out"
+# Measured, whatever its rate: below 60% of line rate it is a WARN, which a
+# busy machine (ctest -j beside other rigs) can cause; the rate is a
+# benchmark's to judge, not this test's.
+check "the other rail is still measured" \
+  grep -Eq "^(ok  |WARN) rail .*r0 10.203.1.2 -> 10.203.1.1 r0 .*: [0-9.]+ Gbit/s through the plugin" "$tmp/cut.out"
 check "the text ends with the rails' bars: r0 measured against line rate, r1 cut" \
   sh -c "tail -n 3 '$tmp/cut.out' | head -n 1 | grep -qx 'rail throughput through the plugin against line rate:' &&
          tail -n 2 '$tmp/cut.out' | head -n 1 |
