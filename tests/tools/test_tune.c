@@ -15,8 +15,8 @@
 #include "tools/tune/tune.h"
 
 /* A fixture: the logs of one machine given as one set, and what the logs
- * do not say (README.md there: the real logs of NCCL 2.4 name neither
- * their test nor their network). */
+ * do not say (README.md there: the real logs of NCCL 2.4 do not name
+ * their test; their network is in their connection lines). */
 struct fixture {
   const char *files[2];
   int coll, fabric; /* -1: the logs say it */
@@ -29,11 +29,11 @@ static const struct fixture fixtures[] = {
     {{"real-2080ti-16nodes-tcp-allreduce-ring-simple.txt",
       "real-2080ti-16nodes-tcp-allreduce-tree-simple.txt"},
      RAIL_COLL_ALLREDUCE,
-     RAIL_TUNER_FABRIC_TCP},
+     -1},
     {{"real-2080ti-16nodes-ib-allreduce-ring-simple.txt",
       "real-2080ti-16nodes-ib-allreduce-tree-simple.txt"},
      RAIL_COLL_ALLREDUCE,
-     RAIL_TUNER_FABRIC_IB},
+     -1},
 };
 #define NFIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 
@@ -170,6 +170,42 @@ TEST(tune_node_counts_take_the_nearest_measured_within_2x) {
   unlink(path);
 }
 
+/* NCCL 2.4's logs (tests/tools/data/tune/real-*) print no "Using network":
+ * their connection lines say it, "via NET/Socket/0"; a later "Using
+ * network" line still has the last word. */
+TEST(measured_reads_the_network_from_old_connection_lines) {
+  static const char log[] =
+      "#   Rank  0 Pid  1 on  gpu9 device  0 [0x3d] GeForce RTX 2080 Ti\n"
+      "#   Rank  1 Pid  2 on gpu10 device  0 [0x3d] GeForce RTX 2080 Ti\n"
+      "gpu9:1:9 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so).\n"
+      "gpu9:1:9 [0] NCCL INFO Ring 00 : 1 -> 0 [receive] via NET/Socket/0\n"
+      "#       size         count    type   redop     time   algbw   busbw  error     time   "
+      "algbw   busbw  error\n"
+      "     1048576        262144   float     sum   2298.9    0.46    0.88  1e-06   2315.5    "
+      "0.45    0.88  1e-06\n"
+      "# Avg bus bandwidth    : 0.88\n"
+      "gpu9:1:9 [0] NCCL INFO Ring 00 : 1 -> 0 [receive] via NET/IB/0/GDRDMA\n"
+      "gpu9:1:9 [0] NCCL INFO Using network IB\n"
+      "#       size         count    type   redop     time   algbw   busbw  error     time   "
+      "algbw   busbw  error\n"
+      "     1048576        262144   float     sum   2298.9    0.46    0.88  1e-06   2315.5    "
+      "0.45    0.88  1e-06\n"
+      "# Avg bus bandwidth    : 0.88\n";
+  struct rail_measured m;
+  char err[256];
+
+  CHECK_EQ_INT(
+      rail_measured_parse("x.txt", log, sizeof(log) - 1, RAIL_COLL_ALLREDUCE, &m, err, sizeof(err)),
+      0);
+  CHECK_EQ_INT(m.nruns, 2);
+  if (m.nruns != 2) return;
+  CHECK_EQ_STR(m.runs[0].net, "Socket");
+  CHECK_EQ_STR(m.runs[0].gpu, "GeForce RTX 2080 Ti");
+  CHECK_EQ_INT(m.runs[0].nhosts, 2);
+  CHECK_EQ_STR(m.runs[1].net, "IB");
+  rail_measured_free(&m);
+}
+
 TEST(measured_reads_the_job_around_the_table) {
   static const char log[] =
       "#  Rank  0 Group  0 Pid  1 on  hostA device  0 [0x18] NVIDIA H100 80GB HBM3\n"
@@ -207,4 +243,5 @@ TEST(measured_reads_the_job_around_the_table) {
 RAIL_TEST_MAIN(tune_rules_pick_a_measured_winner_at_every_size,
                tune_node_counts_take_the_nearest_measured_within_2x,
                tune_without_rules_the_model_misses_somewhere,
-               tune_text_is_the_same_for_the_same_logs, measured_reads_the_job_around_the_table)
+               tune_text_is_the_same_for_the_same_logs, measured_reads_the_job_around_the_table,
+               measured_reads_the_network_from_old_connection_lines)
