@@ -57,6 +57,25 @@ for f in "$d"/crafted-*.txt; do
   check "$b: the plugin's parser takes every line" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
   check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
 done
+# real published logs (README.md there): NCCL 2.4's logs do not name their
+# test, so --collective says it; the forcing is the files' names, the
+# network their "via NET/Socket/0" lines. The same checks as above (over
+# TCP the plugin's own pick wins everywhere: no rule to give the parser).
+for net in tcp:Socket ib:IB; do
+  b=real-2080ti-16nodes-${net%:*}
+  set -- "$d/$b-allreduce-ring-simple.txt" "$d/$b-allreduce-tree-simple.txt"
+  "$cli" tune --collective allreduce --from "$@" -o "$tmp/$b.1" 2>/dev/null
+  check "$b: written" test -s "$tmp/$b.1"
+  "$cli" tune --collective allreduce --from "$@" -o "$tmp/$b.2" 2>/dev/null
+  check "$b: the same bytes twice" cmp -s "$tmp/$b.1" "$tmp/$b.2"
+  check "$b: the shape from the # Rank and connection lines" \
+    grep -qx "# shape: 1 x GeForce RTX 2080 Ti a node, network ${net#*:}" "$tmp/$b.1"
+  NCCL_RAIL_TUNER_FILE=$tmp/$b.1 "$cli" plan --nodes 16 --gpus 1 >"$tmp/plan" 2>&1
+  check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
+done
+check "real ib: rules with evidence" grep -q "^#   .*real-2080ti-16nodes-ib-allreduce-tree-simple.txt:[0-9]" \
+  "$tmp/real-2080ti-16nodes-ib.1"
+check "real ib: the plugin's parser takes every rule" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
 # docs/tuning.md's rules file and picture are what these commands write now
 cd "$src" || exit 1
 "$cli" tune --from tests/tools/data/tune/crafted-t4-2nodes-tcp.txt -o "$tmp/doc.rules" 2>/dev/null

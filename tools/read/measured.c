@@ -382,6 +382,23 @@ static void took(struct rail_measured_run *r, int algo, int proto, int line) {
   }
 }
 
+/* The network a connection line names, "Ring 00 : 8 -> 9 [send] via
+ * NET/Socket/0": releases before 2.5 never print "Using network", this is
+ * all their logs say of it. Only where no "Using network" was read. */
+static int via_net_line(struct state *st, const struct tok *t, int n) {
+  for (int i = 0; i + 1 < n; i++) {
+    const char *p = t[i + 1].p;
+    size_t len = 0;
+    if (!tok_is(&t[i], "via") || t[i + 1].n <= 4 || strncmp(p, "NET/", 4) != 0) continue;
+    while (4 + len < t[i + 1].n && p[4 + len] != '/')
+      len++;
+    if (st->net[0] == '\0' && len > 0)
+      snprintf(st->net, sizeof(st->net), "%.*s", (int)(len < 31 ? len : 31), p + 4);
+    return 1;
+  }
+  return 0;
+}
+
 /* NCCL's "Using network IB" and its TUNING lines, "AllReduce: 1048576
  * Bytes -> Algo 1 proto 2 time 45.3" (ids or names): what NCCL ran, which
  * differs from a forcing NCCL could not honour. 1 if it is one. */
@@ -392,6 +409,7 @@ static int tuning_line(struct state *st, const struct tok *t, int n, int line) {
                t[i + 2].p);
       return 1;
     }
+  if (via_net_line(st, t, n)) return 1;
   for (int i = 0; i + 5 < n; i++) {
     char a[32], p[32];
     int algo, proto;
