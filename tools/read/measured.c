@@ -65,6 +65,18 @@ static int tok_digits(const struct tok *t) {
   return 1;
 }
 
+/* A token of digits as a number, never read past its end (the input is
+ * not NUL-terminated: atoll ran over the buffer's end, fuzz.measured);
+ * more than 9 digits read as cap. */
+static long long digits_value(const struct tok *t, long long cap) {
+  long long v = 0;
+
+  if (t->n > 9) return cap;
+  for (size_t i = 0; i < t->n; i++)
+    v = v * 10 + (t->p[i] - '0');
+  return v;
+}
+
 static int split(const char *p, size_t n, struct tok *toks) {
   int k = 0;
   size_t i = 0;
@@ -348,7 +360,7 @@ static int collperf_line(struct state *st, const struct tok *t, int n) {
 
   if (n < 3 || !tok_is(&t[0], "#")) return 0;
   if (n >= 4 && tok_is(&t[1], "collperf:") && tok_digits(&t[2]) && tok_is(&t[3], "ranks")) {
-    st->nranks = st->nhosts = t[2].n > 6 ? 999999 : atoi(t[2].p);
+    st->nranks = st->nhosts = t[2].n > 6 ? 999999 : (int)digits_value(&t[2], 0);
     st->block_taken = 0;
     return 1;
   }
@@ -526,7 +538,7 @@ static int add_row(struct state *st, const struct tok *t, int n, int line, const
   for (int w = 0; w < 2; w++)
     /* "N/A" where validation was off (-c 0): nothing counted. */
     if (L->wrong[w] >= 0 && L->wrong[w] < n && tok_digits(&t[L->wrong[w]]))
-      pt.wrong += t[L->wrong[w]].n > 9 ? 999999999 : atoll(t[L->wrong[w]].p);
+      pt.wrong += digits_value(&t[L->wrong[w]], 999999999);
   if (++st->total_rows > RAIL_MEASURED_MAX_ROWS) {
     snprintf(st->err, st->errlen, "%s:%d: more than %d rows", st->name, line,
              RAIL_MEASURED_MAX_ROWS);
