@@ -526,6 +526,21 @@ cmd_run_bench() {
   return "$fail"
 }
 
+# rig_sizes HARNESS [VAR=VALUE...]: the harness's v12 sizes scenario with
+# the receiver in node A and the sender in node B, under the environment
+# given, its output in $rig_tmp/abi.out and its wall seconds in rig_secs;
+# returns the harness's status.
+rig_sizes() {
+  local harness=$1 t0 rc=0
+  shift
+  t0=$(date +%s)
+  in_ns a env "$@" LD_LIBRARY_PATH="$build" timeout -k 5 150 \
+    "$harness" --plugin rail --version 12 --scenario sizes --peer-netns "$(ns_of b)" \
+    >"$rig_tmp/abi.out" 2>&1 || rc=$?
+  rig_secs=$(($(date +%s) - t0))
+  return "$rc"
+}
+
 # run-deadport (issue 34, 1): each node has a third port, e2, up with only
 # its IPv6 link-local address, whose other end sits in a third namespace
 # that answers nothing (an unconfigured port, or a storage port on another
@@ -535,7 +550,7 @@ cmd_run_bench() {
 # well inside the connect timeout: before, e2 was fused with r0 and r1 and
 # every connection waited 60 s for e2's streams and failed.
 cmd_run_deadport() {
-  local harness tool fail=0 node t0 t1 nsc
+  local harness tool fail=0 node nsc
   harness=$(need_bin rail_abi_harness)
   tool=$(need_bin nccl-rail)
   rig_own 0 0 0 1500
@@ -566,20 +581,16 @@ cmd_run_deadport() {
     sed 's/^/  /' "$rig_tmp/doctor"
     fail=1
   fi
-  t0=$(date +%s)
-  if in_ns a env NCCL_RAIL_IFNAMES= NCCL_DEBUG=INFO LD_LIBRARY_PATH="$build" timeout -k 5 150 \
-    "$harness" --plugin rail --version 12 --scenario sizes --peer-netns "$(ns_of b)" \
-    >"$rig_tmp/abi.out" 2>&1; then
-    t1=$(date +%s)
-    if ((t1 - t0 < 30)) && grep -q 'device 0 r0+r1:' "$rig_tmp/abi.out"; then
-      echo "PASS abi v12.sizes across the rig with e2 present: $((t1 - t0)) s, device r0+r1"
+  if rig_sizes "$harness" NCCL_RAIL_IFNAMES= NCCL_DEBUG=INFO; then
+    if ((rig_secs < 30)) && grep -q 'device 0 r0+r1:' "$rig_tmp/abi.out"; then
+      echo "PASS abi v12.sizes across the rig with e2 present: $rig_secs s, device r0+r1"
     else
-      echo "FAIL abi v12.sizes took $((t1 - t0)) s, or its device is not r0+r1"
+      echo "FAIL abi v12.sizes took $rig_secs s, or its device is not r0+r1"
       grep -E 'device [0-9]|WARN' "$rig_tmp/abi.out" | sed 's/^/  /'
       fail=1
     fi
   else
-    echo "FAIL abi v12.sizes across the rig with e2 present (after $(($(date +%s) - t0)) s)"
+    echo "FAIL abi v12.sizes across the rig with e2 present (after $rig_secs s)"
     grep -E 'device [0-9]|WARN|FAIL|failed' "$rig_tmp/abi.out" | head -20 | sed 's/^/  /'
     fail=1
   fi
@@ -593,19 +604,15 @@ cmd_run_deadport() {
 # scenario passes well inside the connect timeout. Before, every
 # connection waited for r1's streams until the timeout and failed.
 cmd_run_deadrail() {
-  local harness fail=0 t0 t1
+  local harness fail=0
   harness=$(need_bin rail_abi_harness)
   rig_own 0 0 0 1500
   in_ns a ip route replace blackhole "${rail_net[1]}.0/24"
   in_ns b ip route replace blackhole "${rail_net[1]}.0/24"
-  t0=$(date +%s)
-  if in_ns a env NCCL_RAIL_IFNAMES=r0,r1 LD_LIBRARY_PATH="$build" timeout -k 5 150 \
-    "$harness" --plugin rail --version 12 --scenario sizes --peer-netns "$(ns_of b)" \
-    >"$rig_tmp/abi.out" 2>&1; then
-    t1=$(date +%s)
-    echo "PASS abi v12.sizes across the rig with r1 dead from the start: $((t1 - t0)) s"
+  if rig_sizes "$harness" NCCL_RAIL_IFNAMES=r0,r1; then
+    echo "PASS abi v12.sizes across the rig with r1 dead from the start: $rig_secs s"
   else
-    echo "FAIL abi v12.sizes across the rig with r1 dead from the start (after $(($(date +%s) - t0)) s)"
+    echo "FAIL abi v12.sizes across the rig with r1 dead from the start (after $rig_secs s)"
     grep -E 'WARN|FAIL|failed' "$rig_tmp/abi.out" | head -20 | sed 's/^/  /'
     fail=1
   fi
