@@ -132,6 +132,11 @@ static void rail_life_drain(struct rail_sock *c) {
     struct rail_stream *s;
     int unacked = 1;
 
+    /* The peer may have moved the channel to another rail a moment ago
+     * (its RESYNC waits there) while ours still takes our bytes: it no
+     * longer reads them, so we follow now and replay there, rather than at
+     * the next standby look, which may come after we closed. */
+    c->chan.next_standby_ns = 0;
     rail_progress_run(c);
     if (c->error) return;
     s = &c->rails[c->chan.cur].ctl;

@@ -31,7 +31,7 @@ static inline double nt_now(void) {
 /* ---- log capture --------------------------------------------------------- */
 
 static pthread_mutex_t nt_log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char nt_log_buf[1 << 16];
+static char nt_log_buf[1 << 20];
 static size_t nt_log_len;
 static int nt_log_warns;
 
@@ -44,12 +44,12 @@ static inline void nt_logger(int level, unsigned long flags, const char *file, i
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   pthread_mutex_lock(&nt_log_mu);
-  if (level == RAIL_LOG_WARN) {
-    nt_log_warns++;
-    if (nt_log_len + strlen(msg) + 2 < sizeof(nt_log_buf))
-      nt_log_len +=
-          (size_t)snprintf(nt_log_buf + nt_log_len, sizeof(nt_log_buf) - nt_log_len, "%s\n", msg);
-  }
+  /* Each line starts with W or I: nt_log_has looks at WARNs alone,
+   * nt_log_has_info at both. */
+  if (level == RAIL_LOG_WARN) nt_log_warns++;
+  if (nt_log_len + strlen(msg) + 3 < sizeof(nt_log_buf))
+    nt_log_len += (size_t)snprintf(nt_log_buf + nt_log_len, sizeof(nt_log_buf) - nt_log_len,
+                                   "%c%s\n", level == RAIL_LOG_WARN ? 'W' : 'I', msg);
   pthread_mutex_unlock(&nt_log_mu);
   if (getenv("NT_VERBOSE") != NULL || level == RAIL_LOG_WARN)
     fprintf(stderr, "  [%s] %s\n", level == RAIL_LOG_WARN ? "WARN" : "info", msg);
@@ -64,19 +64,29 @@ static inline void nt_log_start(void) {
   rail_log_set_logger(nt_logger);
 }
 
-/* 1 if some WARN since nt_log_start() contains every non-NULL needle. */
-static inline int nt_log_has(const char *a, const char *b) {
+/* 1 if some line since nt_log_start() of the given levels ("W", "WI")
+ * contains every non-NULL needle. */
+static inline int nt_log_has_at(const char *levels, const char *a, const char *b) {
   int found = 0;
   pthread_mutex_lock(&nt_log_mu);
   for (char *line = nt_log_buf; *line && !found;) {
     char *end = strchr(line, '\n');
     if (end) *end = '\0';
-    found = (a == NULL || strstr(line, a) != NULL) && (b == NULL || strstr(line, b) != NULL);
+    found = strchr(levels, line[0]) != NULL && (a == NULL || strstr(line + 1, a) != NULL) &&
+            (b == NULL || strstr(line + 1, b) != NULL);
     if (end) *end = '\n';
     line = end ? end + 1 : line + strlen(line);
   }
   pthread_mutex_unlock(&nt_log_mu);
   return found;
+}
+
+/* 1 if some WARN since nt_log_start() contains every non-NULL needle. */
+static inline int nt_log_has(const char *a, const char *b) { return nt_log_has_at("W", a, b); }
+
+/* The same over WARN and INFO lines. */
+static inline int nt_log_has_info(const char *a, const char *b) {
+  return nt_log_has_at("WI", a, b);
 }
 
 /* ---- environment ---------------------------------------------------------- */
