@@ -174,16 +174,24 @@ stage asan bash -c 'cd "$1" && shift && ASAN_OPTIONS=detect_leaks=1 \
 # oldest and newest net ABI (v8, v12: the versions differ in their tables,
 # not in the threads beneath), CollNet with them. The tuner's and the
 # command's tests, and the .so's ELF checks, run no threads: not here.
+# CollNet runs over the stand-in that offers every version (dall); the
+# stand-ins of one version each (d8-d12) differ only in the table our
+# adapter translates, which the normal ctest stage covers, and under
+# TSan they took 600 of its 1066 s.
 tsan_tests='^(unit\.(common|plugin|plugin_collnet|net.*|verbs.*|topology.*)|abi\.(load|bench|v(8|12)\..*))$'
+tsan_skip='^abi\.v(8|12)\.collnet\.d(8|9|10|11|12)\.n[0-9]+$'
 stage tsan-build sanitizer_build "${build}-tsan" "$tsan_tests" \
   -DRAIL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
-# One at a time (RAIL_TSAN_JOBS): ThreadSanitizer slows these two-process
-# tests 5-15 times, and side by side on a loaded 2-core machine the
-# harness's bounds (30 s a step, a dead peer seen within 7 s) ran out
-# (unit.net, unit.net_faults and unit.topology past 300 s, abi.v8.stopped_*
-# and abi.v12.kill_sender.at0 failed at -j3, load 25).
+# Two at a time (RAIL_TSAN_JOBS), not three: ThreadSanitizer slows these
+# two-process tests 5-15 times, and three side by side on a 2-core machine
+# shared with seven builds (load 25) ran out the harness's bounds (30 s a
+# step, a dead peer seen within 7 s: unit.net, unit.net_faults and
+# unit.topology past 300 s, abi.v8.stopped_* and abi.v12.kill_sender.at0).
+# Two at a time on a machine that runs only this are measured in
+# docs/performance.md.
 stage tsan bash -c 'cd "$1" && shift && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest "$@"' _ "${build}-tsan" "${ctest_args[@]}" -j"${RAIL_TSAN_JOBS:-1}" -R "$tsan_tests"
+  ctest "$@"' _ "${build}-tsan" "${ctest_args[@]}" -j"${RAIL_TSAN_JOBS:-2}" -R "$tsan_tests" \
+  -E "$tsan_skip"
 
 # Every decoder of untrusted bytes runs under libFuzzer for a bounded time
 # from its committed corpus, one target per core at a time; a crash fails
