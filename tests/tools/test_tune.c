@@ -18,7 +18,7 @@
  * do not say (README.md there: the real logs of NCCL 2.4 do not name
  * their test; their network is in their connection lines). */
 struct fixture {
-  const char *files[2];
+  const char *files[4];
   int coll, fabric; /* -1: the logs say it */
 };
 
@@ -34,6 +34,15 @@ static const struct fixture fixtures[] = {
       "real-2080ti-16nodes-ib-allreduce-tree-simple.txt"},
      RAIL_COLL_ALLREDUCE,
      -1},
+    /* one RTX 5090, two ranks over sockets: Broadcast under each forced
+     * protocol (Broadcast has Ring alone, so the algorithm is Ring); LL
+     * measured in two runs over the two halves of the sizes */
+    {{"real-5090-1node-socket-broadcast-ring-simple.txt",
+      "real-5090-1node-socket-broadcast-ring-ll-small.txt",
+      "real-5090-1node-socket-broadcast-ring-ll-large.txt",
+      "real-5090-1node-socket-broadcast-ring-ll128.txt"},
+     -1,
+     -1},
 };
 #define NFIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 
@@ -44,16 +53,16 @@ static void fixture_path(const char *name, char *out, size_t len) {
 
 /* Reads fixture f's logs as one set, as `tune --from` would with the
  * options the README names; paths[] holds the file names the set points to. */
-static int fixture_read(size_t f, char paths[2][1024], struct rail_tune_set *set, char *err,
+static int fixture_read(size_t f, char paths[4][1024], struct rail_tune_set *set, char *err,
                         size_t errlen) {
-  const char *files[2];
+  const char *files[4];
   struct rail_tune_opts o;
   int n = 0;
 
   rail_tune_opts_default(&o);
   o.coll = fixtures[f].coll;
   o.fabric = fixtures[f].fabric;
-  for (; n < 2 && fixtures[f].files[n]; n++) {
+  for (; n < 4 && fixtures[f].files[n]; n++) {
     fixture_path(fixtures[f].files[n], paths[n], sizeof(paths[n]));
     files[n] = paths[n];
   }
@@ -66,7 +75,7 @@ static int misses(const struct rail_tune_set *set, const char *rules_path, int v
 
 TEST(tune_rules_pick_a_measured_winner_at_every_size) {
   for (size_t f = 0; f < NFIXTURES; f++) {
-    char paths[2][1024], rules[256], err[512], *text = NULL;
+    char paths[4][1024], rules[256], err[512], *text = NULL;
     struct rail_tune_set set;
 
     snprintf(rules, sizeof(rules), "/tmp/unit-tune-%d-%zu.rules", (int)getpid(), f);
@@ -91,7 +100,7 @@ TEST(tune_without_rules_the_model_misses_somewhere) {
   int total = 0;
 
   for (size_t f = 0; f < NFIXTURES; f++) {
-    char paths[2][1024], err[512];
+    char paths[4][1024], err[512];
     struct rail_tune_set set;
 
     if (fixture_read(f, paths, &set, err, sizeof(err)) != 0) continue;

@@ -76,6 +76,30 @@ done
 check "real ib: rules with evidence" grep -q "^#   .*real-2080ti-16nodes-ib-allreduce-tree-simple.txt:[0-9]" \
   "$tmp/real-2080ti-16nodes-ib.1"
 check "real ib: the plugin's parser takes every rule" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
+# a second machine (README.md there): one RTX 5090, two ranks over
+# sockets, Broadcast under each forced protocol; the forcing is the files'
+# names (Ring: Broadcast's only algorithm), the LL run in two halves
+b=real-5090-1node-socket-broadcast
+set -- "$d/$b-ring-simple.txt" "$d/$b-ring-ll-small.txt" "$d/$b-ring-ll-large.txt" \
+  "$d/$b-ring-ll128.txt"
+"$cli" tune --from "$@" -o "$tmp/$b.1" 2>/dev/null
+check "$b: written" test -s "$tmp/$b.1"
+"$cli" tune --from "$@" -o "$tmp/$b.2" 2>/dev/null
+check "$b: the same bytes twice" cmp -s "$tmp/$b.1" "$tmp/$b.2"
+check "$b: the shape from the # Rank lines (two ranks on one host)" \
+  grep -qx "# shape: 2 x NVIDIA GeForce RTX 5090 a node, network not logged" "$tmp/$b.1"
+check "$b: rules with evidence" grep -q "^#   .*$b-ring-ll-small.txt:[0-9]" "$tmp/$b.1"
+NCCL_RAIL_TUNER_FILE=$tmp/$b.1 "$cli" plan --nodes 1 --gpus 2 >"$tmp/plan" 2>&1
+check "$b: the plugin's parser takes every rule" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
+check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
+# the real logs given wrongly: two machines as one set, half of a
+# candidate's sizes, a log cut in its table
+refused "real: two machines" "$b-ring-simple.txt:[0-9]+: logs from different shapes" --collective \
+  allreduce "$d/real-2080ti-16nodes-tcp-allreduce-ring-simple.txt" "$d/$b-ring-simple.txt"
+refused "real: half the sizes" "$b-ring-simple.txt:[0-9]+: sizes missing on one side" \
+  "$d/$b-ring-ll-small.txt" "$d/$b-ring-simple.txt"
+head -n 15 "$d/$b-ring-simple.txt" >"$tmp/$b-ring-simple.txt"
+refused "real: truncated" "$b-ring-simple.txt:[0-9]+: .*truncated" "$tmp/$b-ring-simple.txt"
 # docs/tuning.md's rules file and picture are what these commands write now
 cd "$src" || exit 1
 "$cli" tune --from tests/tools/data/tune/crafted-t4-2nodes-tcp.txt -o "$tmp/doc.rules" 2>/dev/null
