@@ -106,6 +106,11 @@ cd "$src" || exit 1
 sed "s|$tmp/doc.rules|docs/tuning-t4-tcp.rules|" "$tmp/doc.rules" >"$tmp/doc2.rules"
 check "docs/tuning-t4-tcp.rules is current (scripts: the command in docs/tuning.md)" \
   cmp -s "$tmp/doc2.rules" docs/tuning-t4-tcp.rules
+b=tests/tools/data/tune/real-2080ti-16nodes-ib-allreduce
+"$cli" tune --collective allreduce --from $b-ring-simple.txt $b-tree-simple.txt \
+  -o "$tmp/doc-real.rules" 2>/dev/null
+check "docs/tuning-2080ti-ib.rules (a real fixture's) is current" \
+  cmp -s "$tmp/doc-real.rules" docs/tuning-2080ti-ib.rules
 NCCL_RAIL_TUNER_FILE=docs/tuning-t4-tcp.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
   --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 2 --gpus 1 --nics 0 \
   --collective allreduce --measured tests/tools/data/tune/crafted-t4-2nodes-tcp.txt \
