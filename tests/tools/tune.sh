@@ -111,6 +111,14 @@ b=tests/tools/data/tune/real-2080ti-16nodes-ib-allreduce
   -o "$tmp/doc-real.rules" 2>/dev/null
 check "docs/tuning-2080ti-ib.rules (a real fixture's) is current" \
   cmp -s "$tmp/doc-real.rules" docs/tuning-2080ti-ib.rules
+NCCL_RAIL_TUNER_FILE=docs/tuning-2080ti-ib.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
+  --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 16 --gpus 1 --nics 1 --fabric ib \
+  --collective allreduce --measured $b-ring-simple.txt --measured $b-tree-simple.txt \
+  --svg "$tmp/doc-real.svg" >/dev/null 2>&1
+check "plan --measured twice: both files drawn, each run's forcing from its file's name" \
+  sh -c "grep -q 'measured, line 216: ring/simple (file' '$tmp/doc-real.svg' &&
+         grep -q 'measured, line 232: tree/simple (file' '$tmp/doc-real.svg'"
+check "docs/tuning-2080ti-ib.svg is current" cmp -s "$tmp/doc-real.svg" docs/tuning-2080ti-ib.svg
 NCCL_RAIL_TUNER_FILE=docs/tuning-t4-tcp.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
   --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 2 --gpus 1 --nics 0 \
   --collective allreduce --measured tests/tools/data/tune/crafted-t4-2nodes-tcp.txt \
