@@ -221,6 +221,10 @@ int main(int argc, char **argv) {
       return 2;
   }
   if (factor < 2 || min < 4 || max < min || iters < 1) return 2;
+  /* a write a line, as NCCL's logger flushes each of its lines: mpirun
+   * forwards every rank's output as it comes, and a block cut mid-line
+   * would splice another rank's lines into a row */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);

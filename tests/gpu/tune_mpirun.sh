@@ -21,6 +21,13 @@ export FAKE_NCCL_COST=1 FAKE_NCCL_SEED=11 FAKE_NCCL_NOISE=0.01
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 unset NCCL_ALGO NCCL_PROTO NCCL_NET_PLUGIN NCCL_RAIL_TUNER_FILE SLURM_JOB_ID
+# Without TUNING (tune sets NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING only where it
+# is unset): every rank then logs a line per call, and under load mpirun's
+# output forwarding cut those lines and rank 0's rows into one another (a
+# row lost, 'sizes missing on one side', or a TUNING fragment read as a
+# row), which is a hazard of the real path too, left open (issue 32's
+# report); this test is of the mpirun path, not of that.
+export NCCL_DEBUG_SUBSYS=INIT,ENV
 . "$(dirname "$0")/../check.sh" # check, $fail
 command -v mpirun >/dev/null || {
   echo "mpirun not on PATH: scripts/deps.sh installs openmpi-bin" >&2
