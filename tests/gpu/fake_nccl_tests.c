@@ -166,7 +166,16 @@ static void sweep(enum coll c, float *send, float *recv, size_t min, size_t max,
     long long bad_o, bad_i;
     double t_o, t_i;
     if (count == 0) continue;
+    /* printed in pieces as nccl-tests does: size to root before the
+     * calls, each placement after its own, so NCCL's lines logged during
+     * the calls land inside the row, as they do in nccl-tests' output */
+    if (world_rank == 0)
+      printf("%12zu  %12zu     float %7s %7d", bytes,
+             c == C_AG || c == C_RS ? count * (size_t)world_size : count,
+             c == C_AR || c == C_RS ? "sum" : "none", c == C_BC ? 0 : -1);
     t_o = timed(c, send, recv, count, iters, warmup, comm, &bad_o);
+    if (world_rank == 0)
+      printf(" %8.2f %7.2f %7.2f %6lld", t_o, bytes / t_o / 1e3, bytes / t_o / 1e3 * busf, bad_o);
     /* in place as NCCL defines it: a rank's input is its own part of the output */
     t_i =
         c == C_AG
@@ -175,11 +184,7 @@ static void sweep(enum coll c, float *send, float *recv, size_t min, size_t max,
             ? timed(c, send, send + (size_t)world_rank * count, count, iters, warmup, comm, &bad_i)
             : timed(c, send, send, count, iters, warmup, comm, &bad_i);
     if (world_rank != 0) continue;
-    printf("%12zu  %12zu     float %7s %7d %8.2f %7.2f %7.2f %6lld %8.2f %7.2f %7.2f %6lld\n",
-           bytes, c == C_AG || c == C_RS ? count * (size_t)world_size : count,
-           c == C_AR || c == C_RS ? "sum" : "none", c == C_BC ? 0 : -1, t_o, bytes / t_o / 1e3,
-           bytes / t_o / 1e3 * busf, bad_o, t_i, bytes / t_i / 1e3, bytes / t_i / 1e3 * busf,
-           bad_i);
+    printf(" %8.2f %7.2f %7.2f %6lld\n", t_i, bytes / t_i / 1e3, bytes / t_i / 1e3 * busf, bad_i);
     bw_sum += bytes / t_o / 1e3 * busf + bytes / t_i / 1e3 * busf;
     nbw += 2;
   }
@@ -221,9 +226,8 @@ int main(int argc, char **argv) {
       return 2;
   }
   if (factor < 2 || min < 4 || max < min || iters < 1) return 2;
-  /* a write a line, as NCCL's logger flushes each of its lines: mpirun
-   * forwards every rank's output as it comes, and a block cut mid-line
-   * would splice another rank's lines into a row */
+  /* a write a line, as NCCL's logger flushes each of its lines (and with
+   * them the piece of a row printed before them) */
   setvbuf(stdout, NULL, _IOLBF, 0);
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);

@@ -7,7 +7,8 @@
 # nccl-tests, linked under the names all_reduce_perf and all_gather_perf),
 # over the stand-in libnccl whose every (algorithm, protocol) has a
 # deterministic cost with 1% of seeded noise (fake_nccl.c). tune runs
-# `mpirun -np 2 -x NCCL_ALGO -x NCCL_PROTO ...` once per entry; the stand-in
+# `mpirun -np 1 -x NCCL_ALGO ... : -np 1 -x NCCL_DEBUG=WARN ...` once per
+# entry (rank 0 logs INFO and TUNING, the other only warnings); the stand-in
 # refuses what NCCL would not run (NVLS, PAT, CollNet; LL128 over sockets;
 # Tree beyond AllReduce) and mpirun exits 1 for those, which tune skips.
 # The rules it writes must make the plugin's own tuner pick the stand-in's
@@ -21,13 +22,6 @@ export FAKE_NCCL_COST=1 FAKE_NCCL_SEED=11 FAKE_NCCL_NOISE=0.01
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 unset NCCL_ALGO NCCL_PROTO NCCL_NET_PLUGIN NCCL_RAIL_TUNER_FILE SLURM_JOB_ID
-# Without TUNING (tune sets NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING only where it
-# is unset): every rank then logs a line per call, and under load mpirun's
-# output forwarding cut those lines and rank 0's rows into one another (a
-# row lost, 'sizes missing on one side', or a TUNING fragment read as a
-# row), which is a hazard of the real path too, left open (issue 32's
-# report); this test is of the mpirun path, not of that.
-export NCCL_DEBUG_SUBSYS=INIT,ENV
 . "$(dirname "$0")/../check.sh" # check, $fail
 command -v mpirun >/dev/null || {
   echo "mpirun not on PATH: scripts/deps.sh installs openmpi-bin" >&2
@@ -55,6 +49,13 @@ check "Ring and Tree measured; LL128 over sockets and NVLS refused and skipped" 
 # rank lines, and the job launched by Open MPI (its per-rank environment)
 check "each run is one MPI job of two ranks" \
   sh -c "grep -q '^#  Rank  0 ' logs/allreduce-tree-ll.log && grep -q '^#  Rank  1 ' logs/allreduce-tree-ll.log"
+# NCCL's TUNING lines (tune asks for them) land inside rank 0's rows, as
+# in nccl-tests' output, and the reader joins the pieces; the other ranks
+# log only warnings, so nothing of theirs is cut into the table
+check "rows cut by NCCL's lines, as nccl-tests prints them" \
+  grep -Eq -- '-1fake:1:1 \[0\] NCCL INFO AllReduce: [0-9]+ Bytes -> Algo' logs/allreduce-tree-ll.log
+check "only rank 0 logs INFO" sh -c "grep -q 'rank 0 nRanks 2' logs/allreduce-tree-ll.log &&
+  ! grep -q 'rank 1 nRanks 2' logs/allreduce-tree-ll.log"
 check "a refused run ends as mpirun ends a failed job" \
   grep -q 'Test NCCL failure' logs/allreduce-nvls-simple.log
 check "rules written, each with its evidence" grep -q '^#   .*logs/allreduce-.*\.log:[0-9]' rules
