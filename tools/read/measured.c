@@ -572,7 +572,7 @@ static int log_start(const struct tok *t, int n) {
 /* The length of the number t begins with, where what follows is glued
  * text ("-1node1:12:12", "-1[0]"); 0 where it does not begin with one. */
 static size_t number_head(const struct tok *t) {
-  char buf[40];
+  char buf[40], *end;
   size_t h = 0;
   double d;
 
@@ -581,7 +581,9 @@ static size_t number_head(const struct tok *t) {
     h++;
   memcpy(buf, t->p, h);
   buf[h] = '\0';
-  return h > 0 && sscanf(buf, "%lf", &d) == 1 && (buf[0] != '-' || strcmp(buf, "-1") == 0) ? h : 0;
+  d = strtod(buf, &end);
+  (void)d;
+  return h > 0 && end == buf + h && (buf[0] != '-' || strcmp(buf, "-1") == 0) ? h : 0;
 }
 
 static int part_add(struct state *st, const char *p, size_t n) {
@@ -609,7 +611,9 @@ static int cut_row(struct state *st, struct tok *t, int n, int line) {
   size_t h = 0;
 
   cont = st->part_n > 0 && number(&t[0], &d) == 0;
-  if (s >= 0 && st->part_n == 0 && !tok_digits(&t[0]) && number_head(&t[0]) == 0) return 1;
+  /* a piece is whole tokens before the log (nccl-tests prints each with
+   * one printf): the first one from the size on, the others numbers */
+  if (s == 0 || (s > 0 && (st->part_n == 0 ? !tok_digits(&t[0]) : !cont))) return 1;
   /* a whole row, or the table's end, where the rest of a cut one was due */
   if (st->part_n > 0 && s < 0 && ((tok_digits(&t[0]) && n >= st->lay.ncols) || footer(t, n)))
     return fail(st, st->part_line, st->part, st->part_n,
@@ -617,9 +621,8 @@ static int cut_row(struct state *st, struct tok *t, int n, int line) {
   if (s < 0 && !cont) return 1;
   if (s < 0)
     s = n;
-  else if (s > 0 || number_head(&t[0]) > 0)
+  else
     h = number_head(&t[s]); /* "-1" of "-1node1:12:12" */
-  if (s == 0 && h == 0) return 1;
   if (st->part_n == 0) st->part_line = line;
   for (int i = 0; i < s; i++) {
     size_t k = number_head(&t[i]) && memchr(t[i].p, '[', t[i].n) ? number_head(&t[i]) : t[i].n;
