@@ -18,7 +18,7 @@
  * do not say (README.md there: the real logs of NCCL 2.4 do not name
  * their test; their network is in their connection lines). */
 struct fixture {
-  const char *files[2];
+  const char *files[4];
   int coll, fabric; /* -1: the logs say it */
 };
 
@@ -34,6 +34,15 @@ static const struct fixture fixtures[] = {
       "real-2080ti-16nodes-ib-allreduce-tree-simple.txt"},
      RAIL_COLL_ALLREDUCE,
      -1},
+    /* one RTX 5090, two ranks over sockets: Broadcast under each forced
+     * protocol (Broadcast has Ring alone, so the algorithm is Ring); LL
+     * measured in two runs over the two halves of the sizes */
+    {{"real-5090-1node-socket-broadcast-ring-simple.txt",
+      "real-5090-1node-socket-broadcast-ring-ll-small.txt",
+      "real-5090-1node-socket-broadcast-ring-ll-large.txt",
+      "real-5090-1node-socket-broadcast-ring-ll128.txt"},
+     -1,
+     -1},
 };
 #define NFIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 
@@ -44,16 +53,16 @@ static void fixture_path(const char *name, char *out, size_t len) {
 
 /* Reads fixture f's logs as one set, as `tune --from` would with the
  * options the README names; paths[] holds the file names the set points to. */
-static int fixture_read(size_t f, char paths[2][1024], struct rail_tune_set *set, char *err,
+static int fixture_read(size_t f, char paths[4][1024], struct rail_tune_set *set, char *err,
                         size_t errlen) {
-  const char *files[2];
+  const char *files[4];
   struct rail_tune_opts o;
   int n = 0;
 
   rail_tune_opts_default(&o);
   o.coll = fixtures[f].coll;
   o.fabric = fixtures[f].fabric;
-  for (; n < 2 && fixtures[f].files[n]; n++) {
+  for (; n < 4 && fixtures[f].files[n]; n++) {
     fixture_path(fixtures[f].files[n], paths[n], sizeof(paths[n]));
     files[n] = paths[n];
   }
@@ -66,7 +75,7 @@ static int misses(const struct rail_tune_set *set, const char *rules_path, int v
 
 TEST(tune_rules_pick_a_measured_winner_at_every_size) {
   for (size_t f = 0; f < NFIXTURES; f++) {
-    char paths[2][1024], rules[256], err[512], *text = NULL;
+    char paths[4][1024], rules[256], err[512], *text = NULL;
     struct rail_tune_set set;
 
     snprintf(rules, sizeof(rules), "/tmp/unit-tune-%d-%zu.rules", (int)getpid(), f);
@@ -91,7 +100,7 @@ TEST(tune_without_rules_the_model_misses_somewhere) {
   int total = 0;
 
   for (size_t f = 0; f < NFIXTURES; f++) {
-    char paths[2][1024], err[512];
+    char paths[4][1024], err[512];
     struct rail_tune_set set;
 
     if (fixture_read(f, paths, &set, err, sizeof(err)) != 0) continue;
@@ -240,8 +249,68 @@ TEST(measured_reads_the_job_around_the_table) {
   rail_measured_free(&m);
 }
 
+/* nccl-tests prints a row in pieces and NCCL's logger, flushing the same
+ * stdout, cuts it where it logs during the call (TUNING, which tune --run
+ * asks for): the pattern NVIDIA/nccl#1453's paste shows, here crafted
+ * (host, sizes and times made up), once glued to the root's "-1", once
+ * behind a launcher's "[0]", once glued to a #wrong. */
+TEST(measured_joins_a_row_cut_by_nccl_log_lines) {
+  static const char log[] =
+      "# Collective test starting: all_reduce_perf\n"
+      "#  Rank  0 Group  0 Pid  1 on node1 device  0 [0x0a] NVIDIA H100 80GB HBM3\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n"
+      "      131072         32768     float     sum      -1node1:12:12 [0] NCCL INFO 131072 "
+      "Bytes -> Algo 1 proto 2 time 51.6\n"
+      "node1:12:12 [0] NCCL INFO 131072 Bytes -> Algo 1 proto 2 time 51.6\n"
+      "    345.6    0.38    0.71      0node1:12:12 [0] NCCL INFO 131072 Bytes -> Algo 1 proto 2 "
+      "time 51.6\n"
+      "    344.1    0.38    0.71      0\n"
+      "      262144         65536     float     sum      -1[0] node1:12:12 [0] NCCL INFO 262144 "
+      "Bytes -> Algo 0 proto 2 time 60.1\n"
+      "    400.0    0.66    1.31      0    401.0    0.65    1.31      0\n"
+      "      524288        131072     float     sum      -1    500.0    1.05    2.10      0    "
+      "501.0    1.05    2.09      0\n"
+      "# Avg bus bandwidth    : 1.0\n";
+  static const char unfinished[] =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n"
+      "      131072         32768     float     sum      -1node1:12:12 [0] NCCL INFO 131072 "
+      "Bytes -> Algo 1 proto 2 time 51.6\n"
+      "      262144         65536     float     sum      -1    400.0    0.66    1.31      0    "
+      "401.0    0.65    1.31      0\n";
+  struct rail_measured m;
+  char err[256];
+
+  CHECK_EQ_INT(
+      rail_measured_parse("x.txt", log, sizeof(log) - 1, RAIL_COLL_ALLREDUCE, &m, err, sizeof(err)),
+      0);
+  if (m.nruns != 1) {
+    printf("    %s\n", err);
+    CHECK_EQ_INT(m.nruns, 1);
+    return;
+  }
+  CHECK_EQ_INT(m.runs[0].npoints, 3);
+  if (m.runs[0].npoints == 3) {
+    CHECK(m.runs[0].pts[0].bytes == 131072 && m.runs[0].pts[0].line == 4);
+    CHECK(fabs(m.runs[0].pts[0].time_us - 345.6) < 1e-9);
+    CHECK(fabs(m.runs[0].pts[0].time_ip_us - 344.1) < 1e-9);
+    CHECK(m.runs[0].pts[1].bytes == 262144 && m.runs[0].pts[1].line == 8);
+    CHECK(fabs(m.runs[0].pts[1].time_ip_us - 401.0) < 1e-9);
+    CHECK(m.runs[0].pts[2].bytes == 524288 && m.runs[0].pts[2].line == 10);
+  }
+  /* the log lines inside the rows are read as logs: NCCL ran ring (1) */
+  CHECK_EQ_INT(m.runs[0].ended, 1);
+  rail_measured_free(&m);
+  /* a piece never followed by the rest is an error naming its line */
+  CHECK(rail_measured_parse("x.txt", unfinished, sizeof(unfinished) - 1, RAIL_COLL_ALLREDUCE, &m,
+                            err, sizeof(err)) == -EINVAL);
+  CHECK(strstr(err, "x.txt:2: a row cut by NCCL's log lines was never completed") != NULL);
+}
+
 RAIL_TEST_MAIN(tune_rules_pick_a_measured_winner_at_every_size,
                tune_node_counts_take_the_nearest_measured_within_2x,
                tune_without_rules_the_model_misses_somewhere,
                tune_text_is_the_same_for_the_same_logs, measured_reads_the_job_around_the_table,
-               measured_reads_the_network_from_old_connection_lines)
+               measured_reads_the_network_from_old_connection_lines,
+               measured_joins_a_row_cut_by_nccl_log_lines)

@@ -76,12 +76,49 @@ done
 check "real ib: rules with evidence" grep -q "^#   .*real-2080ti-16nodes-ib-allreduce-tree-simple.txt:[0-9]" \
   "$tmp/real-2080ti-16nodes-ib.1"
 check "real ib: the plugin's parser takes every rule" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
+# a second machine (README.md there): one RTX 5090, two ranks over
+# sockets, Broadcast under each forced protocol; the forcing is the files'
+# names (Ring: Broadcast's only algorithm), the LL run in two halves
+b=real-5090-1node-socket-broadcast
+set -- "$d/$b-ring-simple.txt" "$d/$b-ring-ll-small.txt" "$d/$b-ring-ll-large.txt" \
+  "$d/$b-ring-ll128.txt"
+"$cli" tune --from "$@" -o "$tmp/$b.1" 2>/dev/null
+check "$b: written" test -s "$tmp/$b.1"
+"$cli" tune --from "$@" -o "$tmp/$b.2" 2>/dev/null
+check "$b: the same bytes twice" cmp -s "$tmp/$b.1" "$tmp/$b.2"
+check "$b: the shape from the # Rank lines (two ranks on one host)" \
+  grep -qx "# shape: 2 x NVIDIA GeForce RTX 5090 a node, network not logged" "$tmp/$b.1"
+check "$b: rules with evidence" grep -q "^#   .*$b-ring-ll-small.txt:[0-9]" "$tmp/$b.1"
+NCCL_RAIL_TUNER_FILE=$tmp/$b.1 "$cli" plan --nodes 1 --gpus 2 >"$tmp/plan" 2>&1
+check "$b: the plugin's parser takes every rule" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
+check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
+# the real logs given wrongly: two machines as one set, half of a
+# candidate's sizes, a log cut in its table
+refused "real: two machines" "$b-ring-simple.txt:[0-9]+: logs from different shapes" --collective \
+  allreduce "$d/real-2080ti-16nodes-tcp-allreduce-ring-simple.txt" "$d/$b-ring-simple.txt"
+refused "real: half the sizes" "$b-ring-simple.txt:[0-9]+: sizes missing on one side" \
+  "$d/$b-ring-ll-small.txt" "$d/$b-ring-simple.txt"
+head -n 15 "$d/$b-ring-simple.txt" >"$tmp/$b-ring-simple.txt"
+refused "real: truncated" "$b-ring-simple.txt:[0-9]+: .*truncated" "$tmp/$b-ring-simple.txt"
 # docs/tuning.md's rules file and picture are what these commands write now
 cd "$src" || exit 1
 "$cli" tune --from tests/tools/data/tune/crafted-t4-2nodes-tcp.txt -o "$tmp/doc.rules" 2>/dev/null
 sed "s|$tmp/doc.rules|docs/tuning-t4-tcp.rules|" "$tmp/doc.rules" >"$tmp/doc2.rules"
 check "docs/tuning-t4-tcp.rules is current (scripts: the command in docs/tuning.md)" \
   cmp -s "$tmp/doc2.rules" docs/tuning-t4-tcp.rules
+b=tests/tools/data/tune/real-2080ti-16nodes-ib-allreduce
+"$cli" tune --collective allreduce --from $b-ring-simple.txt $b-tree-simple.txt \
+  -o "$tmp/doc-real.rules" 2>/dev/null
+check "docs/tuning-2080ti-ib.rules (a real fixture's) is current" \
+  cmp -s "$tmp/doc-real.rules" docs/tuning-2080ti-ib.rules
+NCCL_RAIL_TUNER_FILE=docs/tuning-2080ti-ib.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
+  --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 16 --gpus 1 --nics 1 --fabric ib \
+  --collective allreduce --measured $b-ring-simple.txt --measured $b-tree-simple.txt \
+  --svg "$tmp/doc-real.svg" >/dev/null 2>&1
+check "plan --measured twice: both files drawn, each run's forcing from its file's name" \
+  sh -c "grep -q 'measured, line 216: ring/simple (file' '$tmp/doc-real.svg' &&
+         grep -q 'measured, line 232: tree/simple (file' '$tmp/doc-real.svg'"
+check "docs/tuning-2080ti-ib.svg is current" cmp -s "$tmp/doc-real.svg" docs/tuning-2080ti-ib.svg
 NCCL_RAIL_TUNER_FILE=docs/tuning-t4-tcp.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
   --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 2 --gpus 1 --nics 0 \
   --collective allreduce --measured tests/tools/data/tune/crafted-t4-2nodes-tcp.txt \

@@ -73,7 +73,8 @@ static void plan_usage(FILE *out) {
       "  --svg FILE         also draw it: per collective, every candidate's busbw\n"
       "                     against size, the tuner's pick bold, NCCL's own marked\n"
       "  --png FILE         the same as PNG (needs rsvg-convert: librsvg2-bin)\n"
-      "  --measured FILE    nccl-tests output (one or more runs, pasted as printed)\n"
+      "  --measured FILE    nccl-tests output (one or more runs, pasted as printed);\n"
+      "                     again for more files (up to 8), drawn as one set\n"
       "                     drawn over the model, with the pick's regret per size\n"
       "  --validate         score the tuner and NCCL's own choice on every published data\n"
       "                     set built in (agreement with the measured best, regret);\n"
@@ -108,6 +109,8 @@ struct plan_opts {
   int validate, misses; /* --validate: the data sets, not a shape */
   const char *input;
   const char *svg, *png, *measured; /* tools/plan/plan_svg.h */
+  const char *more_measured[7];     /* --measured again: one set with the first */
+  int nmore_measured;
 };
 
 enum {
@@ -297,7 +300,14 @@ static int plan_option(int c, const char *v, struct plan_opts *o) {
     o->png = v;
     return 0;
   case OPT_MEASURED:
-    o->measured = v;
+    if (o->measured == NULL) {
+      o->measured = v;
+    } else if (o->nmore_measured < 7) {
+      o->more_measured[o->nmore_measured++] = v;
+    } else {
+      fprintf(stderr, "nccl-rail plan: --measured: at most 8 files\n");
+      return 2;
+    }
     return 0;
   case OPT_VALIDATE:
     o->validate = 1;
@@ -771,8 +781,13 @@ static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
   struct rail_tuner_rules *rules = NULL;
   struct rail_tuner_shape s;
   struct plan_out p = {.s = &s, .coll = o->coll};
-  struct rail_plan_draw draw = {
-      .svg = o->svg, .png = o->png, .measured = o->measured, .coll = o->coll, .pick = plan_pick};
+  struct rail_plan_draw draw = {.svg = o->svg,
+                                .png = o->png,
+                                .measured = o->measured,
+                                .more_measured = o->more_measured,
+                                .nmore_measured = o->nmore_measured,
+                                .coll = o->coll,
+                                .pick = plan_pick};
   const char *rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
   char fabric_note[320];
   int rc;

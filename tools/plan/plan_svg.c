@@ -682,18 +682,49 @@ static int plan_svg_draw(FILE *f, void *arg) {
 
 /* ---- the command's side ------------------------------------------------------ */
 
-int rail_plan_draw_load(struct rail_plan_draw *d) {
+/* One --measured file's runs into *m. A run whose log names no forcing
+ * takes the one its file's name names (docs/tuning.md's convention, which
+ * `nccl-rail tune` reads too), said in its label, so that the picture can
+ * match it to the tuner's pick. */
+static int load_one(const char *path, int coll, struct rail_measured *m) {
   char err[512];
-  int rc;
+  int rc = rail_measured_load(path, coll, m, err, sizeof(err));
 
-  if (d->png != NULL && rail_svg_png_check("plan") != 0) return -ENOENT;
-  if (d->measured == NULL) return 0;
-  rc = rail_measured_load(d->measured, d->coll, &d->meas, err, sizeof(err));
   if (rc != 0) {
     fprintf(stderr, "nccl-rail plan: --measured %s\n", err);
     return rc;
   }
+  for (int r = 0; r < m->nruns; r++) {
+    struct rail_measured_run *run = &m->runs[r];
+    int algo, proto;
+    if (run->algo >= 0 || run->proto >= 0 || run->nccl_alone || run->label[0] != '\0') continue;
+    rail_measured_name_forcing(path, &algo, &proto);
+    if (algo < 0) continue;
+    run->algo = algo;
+    run->proto = proto;
+    snprintf(run->label, sizeof(run->label), "%s%s%s (file name)", rail_tuner_algo_name(algo),
+             proto >= 0 ? "/" : "", proto >= 0 ? rail_tuner_proto_name(proto) : "");
+  }
+  return 0;
+}
+
+int rail_plan_draw_load(struct rail_plan_draw *d) {
+  int rc;
+
+  if (d->png != NULL && rail_svg_png_check("plan") != 0) return -ENOENT;
+  if (d->measured == NULL) return 0;
+  if ((rc = load_one(d->measured, d->coll, &d->meas)) != 0) return rc;
   d->have_meas = 1;
+  for (int i = 0; i < d->nmore_measured; i++) {
+    struct rail_measured more;
+    if ((rc = load_one(d->more_measured[i], d->coll, &more)) != 0) return rc;
+    rc = rail_measured_append(&d->meas, &more);
+    rail_measured_free(&more);
+    if (rc != 0) {
+      fprintf(stderr, "nccl-rail plan: --measured %s: out of memory\n", d->more_measured[i]);
+      return rc;
+    }
+  }
   if (d->meas.skipped > 0)
     fprintf(stderr,
             "nccl-rail plan: %s:%d: %d table%s of tests the tuner does not choose for (alltoall, "

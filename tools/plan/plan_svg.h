@@ -33,6 +33,9 @@ typedef int (*rail_plan_pick_fn)(const struct rail_tuner_shape *s, int coll, siz
 struct rail_plan_draw {
   /* options; NULL when not given */
   const char *svg, *png, *measured;
+  /* --measured given again: more files, drawn as one set with the first */
+  const char *const *more_measured;
+  int nmore_measured;
   int coll; /* enum rail_coll, -1 for every one (or, with --measured, those measured) */
   rail_plan_pick_fn pick; /* what the table shows at one size */
   /* read by rail_plan_draw_load */

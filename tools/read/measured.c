@@ -47,6 +47,10 @@ struct state {
   char (*hosts)[64];
   char gpu[64], net[32];
   int took_algo, took_proto, took_line; /* a TUNING line before the next table */
+  /* a row NCCL's log lines cut (cut_row): its pieces so far, its first line */
+  char part[512];
+  size_t part_n;
+  int part_line;
   char *err;
   size_t errlen;
 };
@@ -556,6 +560,90 @@ static int add_row(struct state *st, const struct tok *t, int n, int line, const
   return 0;
 }
 
+/* Where an NCCL log line starts among t[0..n): the "host:pid:tid" token
+ * before "[dev] NCCL INFO" (or WARN), or -1. */
+static int log_start(const struct tok *t, int n) {
+  for (int i = 2; i + 1 < n; i++)
+    if (tok_is(&t[i], "NCCL") && (tok_is(&t[i + 1], "INFO") || tok_is(&t[i + 1], "WARN")))
+      return i - 2;
+  return -1;
+}
+
+/* The length of the number t begins with, where what follows is glued
+ * text ("-1node1:12:12", "-1[0]"); 0 where it does not begin with one. */
+static size_t number_head(const struct tok *t) {
+  char buf[40], *end;
+  size_t h = 0;
+  double d;
+
+  while (h < t->n && h < sizeof(buf) - 1 &&
+         (isdigit((unsigned char)t->p[h]) || t->p[h] == '.' || t->p[h] == '-'))
+    h++;
+  memcpy(buf, t->p, h);
+  buf[h] = '\0';
+  d = strtod(buf, &end);
+  (void)d;
+  return h > 0 && end == buf + h && (buf[0] != '-' || strcmp(buf, "-1") == 0) ? h : 0;
+}
+
+static int part_add(struct state *st, const char *p, size_t n) {
+  if (st->part_n + n + 1 >= sizeof(st->part)) return -1;
+  memcpy(st->part + st->part_n, p, n);
+  st->part_n += n;
+  st->part[st->part_n++] = ' ';
+  st->part[st->part_n] = '\0';
+  return 0;
+}
+
+/* nccl-tests prints a row in pieces (size to root, then each placement's
+ * time and bandwidths), and NCCL's logger, flushing the same stdout, cuts
+ * it where NCCL logs during the collective (TUNING: a line a call):
+ * "  131072  32768  float  sum  -1node1:12:12 [0] NCCL INFO 131072 Bytes
+ * -> Algo 1 proto 2 ...", more log lines, then "  345.6  0.38  0.71  0"
+ * (NVIDIA/nccl#1453 shows it; `tune --run` asks for TUNING). The pieces
+ * are joined into the row, read at its first line; the log lines are read
+ * as logs. 1: not such a line; 0: taken; <0: an error. */
+static int footer(const struct tok *t, int n);
+static int cut_row(struct state *st, struct tok *t, int n, int line) {
+  int s = log_start(t, n), rows_toks, cont;
+  struct tok rt[MEAS_MAX_TOKENS];
+  double d;
+  size_t h = 0;
+
+  cont = st->part_n > 0 && number(&t[0], &d) == 0;
+  /* a piece is whole tokens before the log (nccl-tests prints each with
+   * one printf): the first one from the size on, the others numbers */
+  if (s == 0 || (s > 0 && (st->part_n == 0 ? !tok_digits(&t[0]) : !cont))) return 1;
+  /* a whole row, or the table's end, where the rest of a cut one was due */
+  if (st->part_n > 0 && s < 0 && ((tok_digits(&t[0]) && n >= st->lay.ncols) || footer(t, n)))
+    return fail(st, st->part_line, st->part, st->part_n,
+                "a row cut by NCCL's log lines was never completed");
+  if (s < 0 && !cont) return 1;
+  if (s < 0)
+    s = n;
+  else
+    h = number_head(&t[s]); /* "-1" of "-1node1:12:12" */
+  if (st->part_n == 0) st->part_line = line;
+  for (int i = 0; i < s; i++) {
+    size_t k = number_head(&t[i]) && memchr(t[i].p, '[', t[i].n) ? number_head(&t[i]) : t[i].n;
+    if (part_add(st, t[i].p, k) != 0) return fail(st, line, t[0].p, 0, "a row cut too often");
+  }
+  if (h > 0 && part_add(st, t[s].p, h) != 0)
+    return fail(st, line, t[0].p, 0, "a row cut too often");
+  rows_toks = split(st->part, st->part_n, rt);
+  if (rows_toks >= st->lay.ncols) {
+    int rc = add_row(st, rt, rows_toks, st->part_line, st->part, st->part_n);
+    st->part_n = 0;
+    if (rc != 0) return rc;
+  }
+  if (s < n) {
+    t[s].p += h;
+    t[s].n -= h;
+    tuning_line(st, t + s, n - s, line);
+  }
+  return 0;
+}
+
 /* nccl-tests' closing lines end a table. */
 static int footer(const struct tok *t, int n) {
   for (int i = 0; i + 1 < n; i++)
@@ -589,11 +677,12 @@ static int strip_prefixes(struct tok *t, int n) {
 static int one_line(struct state *st, const char *lp, size_t ln, int line) {
   struct tok t[MEAS_MAX_TOKENS];
   struct layout lay;
-  int n = split(lp, ln, t), k;
+  int n = split(lp, ln, t), k, cut;
 
   if (n > MEAS_MAX_TOKENS) n = MEAS_MAX_TOKENS;
   k = strip_prefixes(t, n);
   if (n - k <= 0) return 0;
+  if (st->open && (cut = cut_row(st, t + k, n - k, line)) != 1) return cut;
   if (tok_digits(&t[k])) {
     if (!st->open) {
       if (!guess_layout(t + k, n - k, &lay)) return 0; /* a number in some other text */
@@ -719,4 +808,43 @@ int rail_measured_load(const char *path, int default_coll, struct rail_measured 
   rc = rail_measured_parse(path, buf ? buf : "", len, default_coll, out, err, errlen);
   free(buf);
   return rc;
+}
+
+void rail_measured_name_forcing(const char *path, int *algo, int *proto) {
+  const char *base = strrchr(path, '/');
+  char word[32];
+  size_t n = 0;
+
+  base = base ? base + 1 : path;
+  *algo = *proto = -1;
+  for (const char *p = base;; p++) {
+    int end = *p == '\0' || strchr(".-_+=", *p) != NULL;
+    if (!end && n < sizeof(word) - 1) word[n++] = (char)tolower((unsigned char)*p);
+    if (!end) continue;
+    word[n] = '\0';
+    /* "ll" alone is a protocol; algorithm names never are */
+    if (n > 0 && *algo < 0 && rail_tuner_algo_parse(word) >= 0)
+      *algo = rail_tuner_algo_parse(word);
+    else if (n > 0 && *proto < 0 && rail_tuner_proto_parse(word) >= 0)
+      *proto = rail_tuner_proto_parse(word);
+    n = 0;
+    if (*p == '\0') break;
+  }
+}
+
+int rail_measured_append(struct rail_measured *into, struct rail_measured *from) {
+  struct rail_measured_run *grown;
+
+  if (from->nruns == 0) return 0;
+  grown = realloc(into->runs, (size_t)(into->nruns + from->nruns) * sizeof(*grown));
+  if (grown == NULL) return -ENOMEM;
+  memcpy(grown + into->nruns, from->runs, (size_t)from->nruns * sizeof(*grown));
+  into->runs = grown;
+  into->nruns += from->nruns;
+  if (into->skipped == 0) into->skipped_line = from->skipped_line;
+  into->skipped += from->skipped;
+  free(from->runs);
+  from->runs = NULL;
+  from->nruns = 0;
+  return 0;
 }

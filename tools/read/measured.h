@@ -83,4 +83,14 @@ int rail_measured_load(const char *path, int default_coll, struct rail_measured 
                        size_t errlen);
 void rail_measured_free(struct rail_measured *m);
 
+/* The file-name convention for a run whose log does not say its forcing
+ * (docs/tuning.md): the words of path's base name (split at '.', '-', '_',
+ * '+', '=') that name an algorithm and a protocol, as in
+ * "allreduce-ring-ll128.log" or "ar.NCCL_ALGO=tree.NCCL_PROTO=simple.txt".
+ * Each -1 where no word names one. */
+void rail_measured_name_forcing(const char *path, int *algo, int *proto);
+/* Moves every run of *from to the end of *into (from is left empty, to be
+ * freed or dropped). 0 or -ENOMEM (nothing moved). */
+int rail_measured_append(struct rail_measured *into, struct rail_measured *from);
+
 #endif

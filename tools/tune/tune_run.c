@@ -74,6 +74,61 @@ static int find_exe(const char *dir, const char *name, char *out, size_t len) {
   return -ENOENT;
 }
 
+/* nccl-tests' arguments after its binary: every size from 8 B to the
+ * maximum by x2, one GPU a rank. */
+static int test_args(const char **argv, int k, char store[8][4096]) {
+  argv[k++] = store[0];
+  argv[k++] = "-b";
+  argv[k++] = "8";
+  argv[k++] = "-e";
+  argv[k++] = store[3];
+  argv[k++] = "-f";
+  argv[k++] = "2";
+  argv[k++] = "-g";
+  argv[k++] = "1";
+  return k;
+}
+
+/* Open MPI's mpirun, in two parts: rank 0 logs as tune asks, the others
+ * only warnings. mpirun forwards each rank's output as it comes, and every
+ * rank's NCCL lines (TUNING: one a call) were cut into rank 0's rows on a
+ * loaded host (gpu.tune_mpirun); rank 0's own lines are all the reader
+ * needs (the network, what NCCL ran). */
+static int mpirun_argv(const struct rail_tune_run *r, char store[8][4096], const char **argv) {
+  int k = 0;
+
+  argv[k++] = store[1];
+  if (r->hosts != NULL) {
+    argv[k++] = "--host";
+    argv[k++] = r->hosts;
+  }
+  argv[k++] = "-np";
+  argv[k++] = "1";
+  argv[k++] = "-x";
+  argv[k++] = "NCCL_ALGO";
+  argv[k++] = "-x";
+  argv[k++] = "NCCL_PROTO";
+  argv[k++] = "-x";
+  argv[k++] = "NCCL_DEBUG";
+  argv[k++] = "-x";
+  argv[k++] = "NCCL_DEBUG_SUBSYS";
+  k = test_args(argv, k, store);
+  if (r->ranks > 1) {
+    snprintf(store[5], 4096, "%d", r->ranks - 1);
+    argv[k++] = ":";
+    argv[k++] = "-np";
+    argv[k++] = store[5];
+    argv[k++] = "-x";
+    argv[k++] = "NCCL_ALGO";
+    argv[k++] = "-x";
+    argv[k++] = "NCCL_PROTO";
+    argv[k++] = "-x";
+    argv[k++] = "NCCL_DEBUG=WARN";
+    k = test_args(argv, k, store);
+  }
+  return k;
+}
+
 /* The command for one run into argv (strings in store). */
 static int run_argv(const struct rail_tune_run *r, int coll, char store[8][4096],
                     const char **argv) {
@@ -84,34 +139,12 @@ static int run_argv(const struct rail_tune_run *r, int coll, char store[8][4096]
   if (find_exe(r->nccl_tests, test_names[coll], store[0], 4096) == 0) {
     if (getenv("SLURM_JOB_ID") != NULL && find_exe(NULL, "srun", store[1], 4096) == 0) {
       argv[k++] = store[1]; /* Slurm's allocation, the environment inherited */
+      k = test_args(argv, k, store);
     } else if (find_exe(NULL, "mpirun", store[1], 4096) == 0) {
-      argv[k++] = store[1];
-      argv[k++] = "-np";
-      argv[k++] = store[4];
-      if (r->hosts != NULL) {
-        argv[k++] = "--host";
-        argv[k++] = r->hosts;
-      }
-      argv[k++] = "-x";
-      argv[k++] = "NCCL_ALGO";
-      argv[k++] = "-x";
-      argv[k++] = "NCCL_PROTO";
-      argv[k++] = "-x";
-      argv[k++] = "NCCL_DEBUG";
-      argv[k++] = "-x";
-      argv[k++] = "NCCL_DEBUG_SUBSYS";
+      k = mpirun_argv(r, store, argv);
     } else {
       return -ENOENT;
     }
-    argv[k++] = store[0];
-    argv[k++] = "-b";
-    argv[k++] = "8";
-    argv[k++] = "-e";
-    argv[k++] = store[3];
-    argv[k++] = "-f";
-    argv[k++] = "2";
-    argv[k++] = "-g";
-    argv[k++] = "1";
   } else if (find_exe(NULL, "collperf", store[0], 4096) == 0 ||
              find_exe(r->self_dir, "collperf", store[0], 4096) == 0) {
     /* no nccl-tests: collperf, its own launcher on this host */

@@ -1,6 +1,5 @@
 /* nccl-rail tune: the measured runs read into a set, refused with the file
  * and line where they cannot be trusted (tune.h). */
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,31 +19,6 @@ void rail_tune_opts_default(struct rail_tune_opts *o) {
   memset(o, 0, sizeof(*o));
   o->min_gain = RAIL_TUNE_MIN_GAIN;
   o->algo = o->proto = o->coll = o->fabric = -1;
-}
-
-/* The file-name convention: words of the base name (split at '.', '-',
- * '_', '+', '=') naming an algorithm and a protocol, as in
- * "allreduce-ring-ll128.log" or "ar.NCCL_ALGO=tree.NCCL_PROTO=simple.txt". */
-static void name_forcing(const char *path, int *algo, int *proto) {
-  const char *base = strrchr(path, '/');
-  char word[32];
-  size_t n = 0;
-
-  base = base ? base + 1 : path;
-  *algo = *proto = -1;
-  for (const char *p = base;; p++) {
-    int end = *p == '\0' || strchr(".-_+=", *p) != NULL;
-    if (!end && n < sizeof(word) - 1) word[n++] = (char)tolower((unsigned char)*p);
-    if (!end) continue;
-    word[n] = '\0';
-    /* "ll" alone is a protocol; algorithm names never are */
-    if (n > 0 && *algo < 0 && rail_tuner_algo_parse(word) >= 0)
-      *algo = rail_tuner_algo_parse(word);
-    else if (n > 0 && *proto < 0 && rail_tuner_proto_parse(word) >= 0)
-      *proto = rail_tuner_proto_parse(word);
-    n = 0;
-    if (*p == '\0') break;
-  }
 }
 
 static int group_of(struct rail_tune_set *set, int coll, int nodes, int ranks, const char *file,
@@ -138,7 +112,7 @@ static int run_check(const char *file, const struct rail_measured_run *r,
                      size_t errlen) {
   int na, np;
 
-  name_forcing(file, &na, &np);
+  rail_measured_name_forcing(file, &na, &np);
   *algo = r->algo >= 0 ? r->algo : o->algo >= 0 ? o->algo : na;
   *proto = r->proto >= 0 ? r->proto : o->proto >= 0 ? o->proto : np;
   if (*algo < 0 || *proto < 0) {
