@@ -97,6 +97,9 @@ struct doctor_opts {
   const char *svg, *png; /* --peers' chart */
 };
 
+/* The command line into d and o; 1 for --help, -1 after naming what is
+ * wrong. Over 60 lines as one case per option: the switch is the list of
+ * options, which split in two would be harder to read. */
 static int doctor_parse(int argc, char **argv, struct rail_doctor *d, struct doctor_opts *o) {
   enum {
     O_JSON = 256,
