@@ -142,14 +142,14 @@ sanitizer_build() {
   local dir=$1 regex=$2 targets list
   shift 2
   cmake -S . -B "$dir" -DRAIL_WERROR=ON "$@" >/dev/null
-  # unit.X runs the binary unit.X, the rest comes through its
+  # unit.X and unit.X.TEST run the binary unit.X, the rest comes through its
   # dependencies; the ABI entries use the harness, the plugin, the command,
   # the fake verbs provider and the CollNet stand-ins: all is built.
   # The list is read whole before it is searched: under pipefail, a
   # `ctest -N | grep -q` is false when grep stops early and ctest gets
   # SIGPIPE, and then the ABI entries' targets went unbuilt.
   list=$(cd "$dir" && ctest -N -R "$regex")
-  targets=$(sed -n 's/^ *Test *#[0-9]*: \(unit\.[a-z_]*\)$/\1/p' <<<"$list" | sort -u)
+  targets=$(sed -n 's/^ *Test *#[0-9]*: \(unit\.[a-z_]*\)\(\.[a-z0-9_]*\)*$/\1/p' <<<"$list" | sort -u)
   if grep -q ': abi\.' <<<"$list"; then
     cmake --build "$dir" -j"$(nproc)"
     return
