@@ -52,6 +52,12 @@ static const struct fixture fixtures[] = {
     {{"real-l40s-1node-4gpus-allreduce-ring.txt", "real-l40s-1node-4gpus-allreduce-tree.txt"},
      -1,
      -1},
+    /* the same node, 2 ranks, each run forcing only NCCL_PROTO: the rules
+     * name only the protocol ("* simple") */
+    {{"real-l40s-1node-2gpus-allreduce-ll.txt", "real-l40s-1node-2gpus-allreduce-ll128.txt",
+      "real-l40s-1node-2gpus-allreduce-simple.txt"},
+     -1,
+     -1},
 };
 #define NFIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 

@@ -113,6 +113,14 @@ for n in 2 4; do
   check "$l: the shape from the # Rank lines" \
     grep -qx "# shape: $n x NVIDIA L40S a node, network not logged" "$tmp/$l.1"
 done
+# the same node's 2-GPU runs under NCCL_PROTO alone: a rule naming only the
+# protocol, where the plugin's own pick (LL) was measured slower
+l=real-l40s-1node-2gpus-allreduce
+"$cli" tune --from "$d/$l-ll.txt" "$d/$l-ll128.txt" "$d/$l-simple.txt" -o "$tmp/$l-proto" \
+  2>/dev/null
+check "$l (protocol only): a rule naming only the protocol, with evidence" \
+  sh -c "grep -Eq '^allreduce +256K-524287 +nodes=1-1 +ranks=2-2 +->  \\*  simple\$' '$tmp/$l-proto' &&
+         grep -q '^#   256K: \\*/simple .*$l-simple.txt:28' '$tmp/$l-proto'"
 # a rule naming only the algorithm (or the protocol): plan shows its region,
 # the pick there NCCL's own protocol for that algorithm
 printf 'allreduce 1M-4M -> tree *\nallreduce 8M- -> * ll\n' >"$tmp/star.rules"
