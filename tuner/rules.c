@@ -113,22 +113,33 @@ static int parse_conditions(char **tok, int n, struct rail_tuner_rule *r, char *
   return 0;
 }
 
-/* The algorithm and protocol after the arrow, and whether they go together. */
+/* The algorithm and protocol after the arrow, and whether they go together.
+ * "*" for one of them: the rule forces only the other and leaves the "*"
+ * part to NCCL's own costs (a run that forced only NCCL_ALGO measured
+ * exactly that); never both. */
 static int parse_choice(char **tok, struct rail_tuner_rule *r, char *why, size_t wlen) {
-  r->algo = rail_tuner_algo_parse(tok[0]);
-  if (r->algo < 0) {
+  int any_algo = strcmp(tok[0], "*") == 0, any_proto = strcmp(tok[1], "*") == 0;
+
+  if (any_algo && any_proto) {
+    snprintf(why, wlen, "\"* *\" forces nothing (name the algorithm, the protocol or both)");
+    return -EINVAL;
+  }
+  r->algo = any_algo ? RAIL_TUNER_RULE_ANY : rail_tuner_algo_parse(tok[0]);
+  if (!any_algo && r->algo < 0) {
     snprintf(why, wlen,
              "unknown algorithm \"%s\" (tree, ring, nvls, nvls_tree, pat, "
-             "collnet_direct, collnet_chain)",
+             "collnet_direct, collnet_chain, or * for NCCL's choice)",
              tok[0]);
     return -EINVAL;
   }
-  r->proto = rail_tuner_proto_parse(tok[1]);
-  if (r->proto < 0) {
-    snprintf(why, wlen, "unknown protocol \"%s\" (ll, ll128, simple)", tok[1]);
+  r->proto = any_proto ? RAIL_TUNER_RULE_ANY : rail_tuner_proto_parse(tok[1]);
+  if (!any_proto && r->proto < 0) {
+    snprintf(why, wlen, "unknown protocol \"%s\" (ll, ll128, simple, or * for NCCL's choice)",
+             tok[1]);
     return -EINVAL;
   }
-  if (r->proto != RAIL_PROTO_SIMPLE && r->algo != RAIL_ALGO_RING && r->algo != RAIL_ALGO_TREE) {
+  if (!any_algo && !any_proto && r->proto != RAIL_PROTO_SIMPLE && r->algo != RAIL_ALGO_RING &&
+      r->algo != RAIL_ALGO_TREE) {
     snprintf(why, wlen, "%s runs only with the simple protocol", tok[0]);
     return -EINVAL;
   }
@@ -319,4 +330,26 @@ const struct rail_tuner_rule *rail_tuner_rules_match(const struct rail_tuner_rul
     return r;
   }
   return NULL;
+}
+
+int rail_tuner_rule_names(const struct rail_tuner_rule *rule, int algo, int proto) {
+  return (rule->algo == RAIL_TUNER_RULE_ANY || rule->algo == algo) &&
+         (rule->proto == RAIL_TUNER_RULE_ANY || rule->proto == proto);
+}
+
+int rail_tuner_rule_restrict(const struct rail_tuner_rule *rule, float (*cost)[RAIL_PROTO_COUNT]) {
+  float top = -1.0f, over;
+
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (cost[a][p] >= 0 && rail_tuner_rule_names(rule, a, p) && cost[a][p] > top)
+        top = cost[a][p];
+  if (top < 0) return -ENOENT;
+  /* Above every named entry, by more than float rounding at any size. */
+  over = top * 2.0f + 1.0f;
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (cost[a][p] >= 0 && !rail_tuner_rule_names(rule, a, p) && cost[a][p] <= top)
+        cost[a][p] = over;
+  return 0;
 }

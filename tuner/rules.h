@@ -6,10 +6,14 @@
  *   # collective  bytes       [nodes=N] [ranks=N]  ->  algo  proto  [channels=N]
  *   allreduce     0-64K       nodes=2   ranks=16   ->  tree  ll     channels=4
  *   *             1M-         nodes=4-16           ->  ring  simple
+ *   broadcast     4M-                              ->  ring  *
  *
  * Bytes and counts are inclusive ranges "lo-hi", "lo-" (no upper bound),
  * a single value, or "*"; sizes take K, M, G, T (powers of 1024). The first
- * rule that matches wins. channels=N caps NCCL's channel count. A bad line
+ * rule that matches wins. channels=N caps NCCL's channel count. "*" for
+ * the algorithm or the protocol (not both) forces only the other part and
+ * leaves the "*" part to NCCL's own costs: what a run forcing only
+ * NCCL_ALGO (or only NCCL_PROTO) measured. A bad line
  * is reported once with the file name and line number and skipped; the
  * other lines apply. Decisions depend on the file's content, so it must be
  * the same on every node: its hash is logged for sites to compare.
@@ -21,14 +25,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tuner/model.h"
+
 #define RAIL_TUNER_RULES_PATH 256
+#define RAIL_TUNER_RULE_ANY (-1) /* "*" after the arrow: NCCL's own choice */
 
 struct rail_tuner_rule {
   int coll; /* enum rail_coll, or -1 for any */
   uint64_t min_bytes, max_bytes;
   int min_nodes, max_nodes;
   int min_ranks, max_ranks;
-  int algo, proto; /* enum rail_algo, enum rail_proto */
+  int algo, proto; /* enum rail_algo, enum rail_proto; RAIL_TUNER_RULE_ANY: "*" */
   int channels;    /* a cap on NCCL's channel count; 0: leave NCCL's */
   int line;        /* in the file, for logs */
 };
@@ -53,5 +60,15 @@ void rail_tuner_rules_free(struct rail_tuner_rules *rules);
 /* The first rule matching, or NULL. rules may be NULL. */
 const struct rail_tuner_rule *rail_tuner_rules_match(const struct rail_tuner_rules *rules, int coll,
                                                      size_t nbytes, int nodes, int ranks);
+/* 1 if the rule allows (algo, proto): the part it names matches, a "*"
+ * part matches anything. */
+int rail_tuner_rule_names(const struct rail_tuner_rule *rule, int algo, int proto);
+/* Applies a rule to a cost table of NCCL's ([RAIL_ALGO_COUNT][3], -1 for
+ * disabled): every valid entry the rule does not allow is raised above
+ * every one it allows, which keep NCCL's costs, so NCCL's own minimum falls
+ * among them. Never writes -1 or a negative value (NCCL 2.31 would pick
+ * it; nccl-abi.md 14.6) nor touches a disabled entry. -ENOENT, the table
+ * untouched, where NCCL has enabled none of the allowed entries. */
+int rail_tuner_rule_restrict(const struct rail_tuner_rule *rule, float (*cost)[RAIL_PROTO_COUNT]);
 
 #endif

@@ -249,6 +249,22 @@ static int any_valid(float (*cost)[RAIL_PROTO_COUNT]) {
   return 0;
 }
 
+/* A rule's algorithm or protocol as the file says it: "*" for NCCL's own. */
+static const char *rule_part(const char *name, int id) {
+  return id == RAIL_TUNER_RULE_ANY ? "*" : name;
+}
+
+/* The lowest valid entry: what NCCL takes from the table. */
+static void table_min(float (*cost)[RAIL_PROTO_COUNT], int *algo, int *proto) {
+  *algo = *proto = -1;
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (cost[a][p] >= 0 && (*algo < 0 || cost[a][p] < cost[*algo][*proto])) {
+        *algo = a;
+        *proto = p;
+      }
+}
+
 /* The matching site rule whose entry NCCL has, or NULL; a rule NCCL has
  * not enabled falls back to the model, said once per communicator. */
 static const struct rail_tuner_rule *usable_rule(struct rail_tuner_ctx *ctx, int coll,
@@ -256,14 +272,17 @@ static const struct rail_tuner_rule *usable_rule(struct rail_tuner_ctx *ctx, int
   const struct rail_tuner_rule *rule =
       rail_tuner_rules_match(ctx->rules, coll, nbytes, (int)ctx->nnodes, (int)ctx->nranks);
 
-  if (rule == NULL || cost[rule->algo][rule->proto] >= 0) return rule;
+  if (rule == NULL) return NULL;
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      if (cost[a][p] >= 0 && rail_tuner_rule_names(rule, a, p)) return rule;
   if (!ctx->rule_unavailable_told) {
     ctx->rule_unavailable_told = 1;
     RAIL_INFO(RAIL_SUBSYS_TUNING,
               "tuner: %s:%d asks for %s/%s, which NCCL has not enabled for this communicator; "
               "using the model there",
-              ctx->rules->path, rule->line, rail_tuner_algo_name(rule->algo),
-              rail_tuner_proto_name(rule->proto));
+              ctx->rules->path, rule->line, rule_part(rail_tuner_algo_name(rule->algo), rule->algo),
+              rule_part(rail_tuner_proto_name(rule->proto), rule->proto));
   }
   return NULL;
 }
@@ -318,6 +337,14 @@ static void decide(struct rail_tuner_ctx *ctx, int coll, size_t nbytes, int pipe
     if (rule->channels > 0 && nchannels != NULL && (*nchannels <= 0 || rule->channels < *nchannels))
       *nchannels = rule->channels;
     snprintf(why, sizeof(why), "%s:%d", ctx->rules->path, rule->line);
+    if (algo == RAIL_TUNER_RULE_ANY || proto == RAIL_TUNER_RULE_ANY) {
+      /* Only the named part is forced: the rest stays NCCL's to pick on
+       * its own costs, as the measured run (NCCL_ALGO alone) had it. */
+      rail_tuner_rule_restrict(rule, cost);
+      table_min(cost, &algo, &proto);
+      log_choice(ctx, coll, nbytes, algo, proto, why);
+      return;
+    }
   } else if (model_pick(ctx, coll, nbytes, pipe_ops, cost, &algo, &proto, why, sizeof(why)) != 0) {
     return; /* none of ours is enabled: NCCL's choice stands */
   }

@@ -43,6 +43,21 @@ static const struct fixture fixtures[] = {
       "real-5090-1node-socket-broadcast-ring-ll128.txt"},
      -1,
      -1},
+    /* a third machine: one node of NVIDIA L40S (PCIe), 2 and 4 ranks, each
+     * run forcing only NCCL_ALGO (ring or tree; the protocol NCCL's own),
+     * as the files' names say: the rules name only the algorithm */
+    {{"real-l40s-1node-2gpus-allreduce-ring.txt", "real-l40s-1node-2gpus-allreduce-tree.txt"},
+     -1,
+     -1},
+    {{"real-l40s-1node-4gpus-allreduce-ring.txt", "real-l40s-1node-4gpus-allreduce-tree.txt"},
+     -1,
+     -1},
+    /* the same node, 2 ranks, each run forcing only NCCL_PROTO: the rules
+     * name only the protocol ("* simple") */
+    {{"real-l40s-1node-2gpus-allreduce-ll.txt", "real-l40s-1node-2gpus-allreduce-ll128.txt",
+      "real-l40s-1node-2gpus-allreduce-simple.txt"},
+     -1,
+     -1},
 };
 #define NFIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 
@@ -131,8 +146,11 @@ TEST(tune_text_is_the_same_for_the_same_logs) {
 
 /* A run of allreduce at `nodes` hosts of one GPU, algo/proto forced, with
  * time = lat + bytes / 1000 at 1 MiB and 4 MiB; written to path. */
-static void write_run(FILE *f, int nodes, const char *algo, double lat) {
-  fprintf(f, "$ mpirun -x NCCL_ALGO=%s -x NCCL_PROTO=simple ./all_reduce_perf\n", algo);
+static void write_run_forced(FILE *f, int nodes, const char *algo, const char *proto, double lat) {
+  fprintf(f, "$ mpirun");
+  if (algo != NULL) fprintf(f, " -x NCCL_ALGO=%s", algo);
+  if (proto != NULL) fprintf(f, " -x NCCL_PROTO=%s", proto);
+  fprintf(f, " ./all_reduce_perf\n");
   for (int r = 0; r < nodes; r++)
     fprintf(f, "#  Rank %d Group 0 Pid %d on host%d device 0 [0x18] NVIDIA H100 80GB HBM3\n", r, r,
             r);
@@ -143,6 +161,63 @@ static void write_run(FILE *f, int nodes, const char *algo, double lat) {
             t, t);
   }
   fprintf(f, "# Avg bus bandwidth : 1\n");
+}
+
+static void write_run(FILE *f, int nodes, const char *algo, double lat) {
+  write_run_forced(f, nodes, algo, "simple", lat);
+}
+
+/* Runs forcing only NCCL_ALGO (the protocol NCCL's own): one candidate an
+ * algorithm, and the rules name only it ("tree *"); the plugin, loading
+ * them, runs tree at every size measured (its protocol from NCCL's costs),
+ * where without them it misses. Only NCCL_PROTO alike. A set mixing an
+ * algorithm-only run with a fully forced one is refused, naming both. */
+TEST(tune_runs_forcing_one_part_give_rules_naming_it) {
+  static const char *const forced[][2][2] = {{{"ring", NULL}, {"tree", NULL}},
+                                             {{NULL, "ll"}, {NULL, "simple"}}};
+  static const char *const want[] = {"->  tree  *\n", "->  *  simple\n"};
+  char path[256], rules[256], err[512], *text = NULL;
+  const char *files[1] = {path};
+  struct rail_tune_set set;
+  struct rail_tune_opts o;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/tmp/unit-tune-one-%d.txt", (int)getpid());
+  rail_tune_opts_default(&o);
+  for (int k = 0; k < 2; k++) {
+    f = fopen(path, "w");
+    if (f == NULL) return;
+    write_run_forced(f, 2, forced[k][0][0], forced[k][0][1], 5000);
+    write_run_forced(f, 2, forced[k][1][0], forced[k][1][1], 10);
+    fclose(f);
+    CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), 0);
+    if (set.ngroups != 1) {
+      printf("    %s\n", err);
+      continue;
+    }
+    CHECK_EQ_INT(set.groups[0].ncand, 2);
+    /* the plugin reads a file once a process: a new name each time */
+    snprintf(rules, sizeof(rules), "/tmp/unit-tune-one-%d-%d.rules", (int)getpid(), k);
+    CHECK_EQ_INT(rail_tune_rules_text(&set, &text, NULL), 0);
+    CHECK(text && strstr(text, want[k]) != NULL);
+    CHECK_EQ_INT(rail_tune_write_atomic(rules, text, err, sizeof(err)), 0);
+    CHECK(misses(&set, "", 0) > 0);
+    CHECK_EQ_INT(misses(&set, rules, 1), 0);
+    unlink(rules);
+    free(text);
+    text = NULL;
+    rail_tune_set_free(&set);
+  }
+  f = fopen(path, "w");
+  if (f == NULL) return;
+  write_run_forced(f, 2, "ring", NULL, 5000);
+  write_run_forced(f, 2, "ring", "simple", 10);
+  fclose(f);
+  CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "this ring/simple run forced the algorithm and the protocol, the ring/* run") !=
+        NULL);
+  CHECK(strstr(err, "must force the same parts") != NULL);
+  unlink(path);
 }
 
 /* Measured at 2 and 8 nodes: each rule stands for the counts within a
@@ -310,6 +385,7 @@ TEST(measured_joins_a_row_cut_by_nccl_log_lines) {
 
 RAIL_TEST_MAIN(tune_rules_pick_a_measured_winner_at_every_size,
                tune_node_counts_take_the_nearest_measured_within_2x,
+               tune_runs_forcing_one_part_give_rules_naming_it,
                tune_without_rules_the_model_misses_somewhere,
                tune_text_is_the_same_for_the_same_logs, measured_reads_the_job_around_the_table,
                measured_reads_the_network_from_old_connection_lines,

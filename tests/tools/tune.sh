@@ -31,8 +31,16 @@ refused "same times" "bad-same-times.txt:[0-9]+: .*same times" "$d/bad-same-time
 refused "sizes on one side" "bad-sizes.txt:[0-9]+: sizes missing on one side" "$d/bad-sizes.txt"
 refused "shapes" "bad-shape-a100.txt:[0-9]+: logs from different shapes" \
   "$d/crafted-h100-2nodes-ib.txt" "$d/bad-shape-a100.txt"
-refused "no forcing" "bad-no-forcing.txt:[0-9]+: the run's forced algorithm is not known" \
+refused "no forcing" "bad-no-forcing.txt:[0-9]+: the run forced nothing known" \
   "$d/bad-no-forcing.txt"
+# a run forcing only the algorithm beside one forcing both, of the same
+# collective and node count: ambiguous (docs/tuning.md), refused naming both
+cp "$d/bad-no-forcing.txt" "$tmp/allreduce-ring.txt"
+cp "$d/bad-no-forcing.txt" "$tmp/allreduce-tree-simple.txt"
+refused "mixed forcing" \
+  "allreduce-tree-simple.txt:[0-9]+: this tree/simple run forced the algorithm and the protocol, the ring/\\* run \\(.*allreduce-ring.txt:[0-9]+\\) only the algorithm" \
+  "$tmp/allreduce-ring.txt" "$tmp/allreduce-tree-simple.txt"
+rm -f "$tmp"/allreduce-*.txt
 refused "empty set" "an empty set"
 : >"$tmp/empty.txt"
 refused "empty file" "empty.txt: no nccl-tests table rows"  "$tmp/empty.txt"
@@ -92,6 +100,37 @@ check "$b: rules with evidence" grep -q "^#   .*$b-ring-ll-small.txt:[0-9]" "$tm
 NCCL_RAIL_TUNER_FILE=$tmp/$b.1 "$cli" plan --nodes 1 --gpus 2 >"$tmp/plan" 2>&1
 check "$b: the plugin's parser takes every rule" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
 check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
+# a third machine (README.md there): one node of NVIDIA L40S, 2 and 4
+# ranks, AllReduce under NCCL_ALGO alone (ring, tree), the forcing the
+# files' names: each run an algorithm-only candidate
+for n in 2 4; do
+  l=real-l40s-1node-${n}gpus-allreduce
+  "$cli" tune --from "$d/$l-ring.txt" "$d/$l-tree.txt" -o "$tmp/$l.1" 2>"$tmp/err"
+  check "$l: written" test -s "$tmp/$l.1"
+  check "$l: two algorithm-only candidates" grep -q "2 candidates at 25 sizes" "$tmp/err"
+  "$cli" tune --from "$d/$l-ring.txt" "$d/$l-tree.txt" -o "$tmp/$l.2" 2>/dev/null
+  check "$l: the same bytes twice" cmp -s "$tmp/$l.1" "$tmp/$l.2"
+  check "$l: the shape from the # Rank lines" \
+    grep -qx "# shape: $n x NVIDIA L40S a node, network not logged" "$tmp/$l.1"
+done
+# the same node's 2-GPU runs under NCCL_PROTO alone: a rule naming only the
+# protocol, where the plugin's own pick (LL) was measured slower
+l=real-l40s-1node-2gpus-allreduce
+"$cli" tune --from "$d/$l-ll.txt" "$d/$l-ll128.txt" "$d/$l-simple.txt" -o "$tmp/$l-proto" \
+  2>/dev/null
+check "$l (protocol only): a rule naming only the protocol, with evidence" \
+  sh -c "grep -Eq '^allreduce +256K-524287 +nodes=1-1 +ranks=2-2 +->  \\*  simple\$' '$tmp/$l-proto' &&
+         grep -q '^#   256K: \\*/simple .*$l-simple.txt:28' '$tmp/$l-proto'"
+# a rule naming only the algorithm (or the protocol): plan shows its region,
+# the pick there NCCL's own protocol for that algorithm
+printf 'allreduce 1M-4M -> tree *\nallreduce 8M- -> * ll\n' >"$tmp/star.rules"
+NCCL_RAIL_TUNER_FILE=$tmp/star.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
+  --input "$src/tests/fixtures/topo/crafted-pcie-no-switch.xml" --nodes 2 --gpus 1 --nics 1 \
+  --fabric ib --collective allreduce >"$tmp/plan" 2>&1
+check "plan: the '*' rules taken" grep -q "site rules: .* (2 rules" "$tmp/plan"
+check "plan: 'tree *' picks tree there" grep -Eq "^ +2 MiB +tree/[a-z0-9]+ +rule, line 1" "$tmp/plan"
+check "plan: '* ll' picks ll there" grep -Eq "^ +1 GiB +[a-z_]+/ll +rule, line 2" "$tmp/plan"
+check "plan: no rule outside" grep -Eq "^ +512 KiB .* NCCL's choice" "$tmp/plan"
 # the real logs given wrongly: two machines as one set, half of a
 # candidate's sizes, a log cut in its table
 refused "real: two machines" "$b-ring-simple.txt:[0-9]+: logs from different shapes" --collective \

@@ -46,6 +46,25 @@ static void nccl_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
   rail_tuner_nccl_choice(s, coll, bytes, 1, NULL, 0, &row->nccl_algo, &row->nccl_proto);
 }
 
+/* What a rule makes the plugin run: its entry, or for a rule with a "*"
+ * part, NCCL's own pick among the entries it allows (tuner.c leaves that
+ * part to NCCL's costs). -ENOENT where the shape supports none of them. */
+static int rule_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
+                     const struct rail_tuner_rule *rule, int *algo, int *proto) {
+  float allowed[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+  int any = 0;
+
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++) {
+      allowed[a][p] =
+          rail_tuner_rule_names(rule, a, p) && rail_tuner_supported(s, coll, a, p) ? 0.0f : -1.0f;
+      any |= allowed[a][p] == 0.0f;
+    }
+  if (!any) return -ENOENT;
+  return rail_tuner_nccl_choice(s, coll, bytes, 1, (const float(*)[RAIL_PROTO_COUNT])allowed, 0,
+                                algo, proto);
+}
+
 /* One size: every candidate's cost, then the choice the plugin would make
  * (a site rule first, as in tuner.c). */
 static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
@@ -70,10 +89,8 @@ static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
   row->nccl_kept = c.nccl_kept;
   rail_tuner_case_str(&c, row->why, sizeof(row->why));
   rule = rail_tuner_rules_match(rules, coll, bytes, s->nodes, s->ranks);
-  if (rule != NULL && rail_tuner_supported(s, coll, rule->algo, rule->proto)) {
-    row->algo = rule->algo;
-    row->proto = rule->proto;
-    rail_tuner_cost(s, coll, rule->algo, rule->proto, bytes, 1, &row->chosen);
+  if (rule != NULL && rule_pick(s, coll, bytes, rule, &row->algo, &row->proto) == 0) {
+    rail_tuner_cost(s, coll, row->algo, row->proto, bytes, 1, &row->chosen);
     snprintf(row->rule, sizeof(row->rule), "rule %s:%d", rules->path, rule->line);
     row->reason = row->rule;
     snprintf(row->why, sizeof(row->why), "rule, line %d", rule->line);
@@ -86,7 +103,7 @@ static int plan_row(const struct rail_tuner_shape *s, int coll, size_t bytes,
 
 /* The picture's picks (rail_plan_draw.pick): the table's own rows. */
 int rail_plan_pick(const struct rail_tuner_shape *s, int coll, size_t bytes,
-                     const struct rail_tuner_rules *rules, struct rail_plan_pick *out) {
+                   const struct rail_tuner_rules *rules, struct rail_plan_pick *out) {
   struct plan_row row;
   int rc = plan_row(s, coll, bytes, rules, &row);
 
@@ -307,7 +324,7 @@ static int plan_runtime_fabric(const struct rail_tuner_shape *s,
 /* A note where the fabric planned for is not the one the plugin will decide
  * with, and the line that tells it; NULL otherwise. */
 const char *rail_plan_fabric_note(const struct rail_tuner_shape *s,
-                                    const struct rail_tuner_rules *rules, char *buf, size_t len) {
+                                  const struct rail_tuner_rules *rules, char *buf, size_t len) {
   int planned = s->socket ? RAIL_TUNER_FABRIC_TCP : s->fabric;
   int declared = rules ? rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
   int runtime = plan_runtime_fabric(s, rules);
@@ -334,7 +351,6 @@ const char *rail_plan_fabric_note(const struct rail_tuner_shape *s,
              rail_tuner_fabric_name(planned), rail_tuner_fabric_name(planned));
   return buf;
 }
-
 
 /* The order users think in: AllReduce first. */
 static int nth_coll(int c) { return RAIL_COLL_COUNT - 1 - c; }
@@ -379,4 +395,3 @@ int rail_plan_print_text(const struct rail_plan_out *p) {
     if (p->coll < 0 || nth_coll(c) == p->coll) print_text_coll(p->s, nth_coll(c), p->rules);
   return 0;
 }
-

@@ -4,7 +4,9 @@
  * "Measuring your own cluster".
  *
  * The set: every run of the input files, grouped by collective and node
- * count; within a group, one candidate per (algorithm, protocol), with
+ * count; within a group, one candidate per (algorithm, protocol) forced
+ * (or per algorithm where the runs forced only NCCL_ALGO, or per protocol
+ * where only NCCL_PROTO: the rule then names only that part), with
  * every time measured at each size (out-of-place and in-place, and every
  * repeated run). A rule is written for the sizes where the measured winner
  * beats what the plugin picks without rules (tuner/: NCCL's table for the
@@ -56,10 +58,15 @@ struct rail_tune_cand {
   struct rail_tune_point *pts; /* by size */
 };
 
+/* A candidate's algo or proto is -1 (RAIL_TUNER_RULE_ANY) where its runs
+ * forced only the other part: "ring with NCCL's own protocol choice". A
+ * group's candidates are all of one kind (both forced, only the algorithm,
+ * or only the protocol): a mix is refused, since a rule for ring/simple
+ * and one for ring/"*" would each change what the other measured. */
 struct rail_tune_group {
   int coll, nodes, ranks;
   int ncand;
-  struct rail_tune_cand cand[RAIL_ALGO_COUNT * RAIL_PROTO_COUNT];
+  struct rail_tune_cand cand[(RAIL_ALGO_COUNT + 1) * (RAIL_PROTO_COUNT + 1)];
 };
 
 struct rail_tune_set {
@@ -96,6 +103,14 @@ double rail_tune_noise(const struct rail_tune_point *p);
  * or NULL. */
 const struct rail_tune_cand *rail_tune_cand_find(const struct rail_tune_group *g, int algo,
                                                  int proto);
+/* The candidate that stands for what the plugin runs as (algo, proto):
+ * that one, else the group's algorithm-only (algo, *) or protocol-only
+ * (*, proto) candidate; NULL where none was measured. */
+const struct rail_tune_cand *rail_tune_cand_for(const struct rail_tune_group *g, int algo,
+                                                int proto);
+/* A candidate's algorithm and protocol as rules write them: "*" for -1. */
+const char *rail_tune_algo_str(int algo);
+const char *rail_tune_proto_str(int proto);
 const struct rail_tune_point *rail_tune_point_at(const struct rail_tune_cand *c, uint64_t bytes);
 
 /* The rules file's text (malloc'd, NUL-terminated) into *out; deterministic:

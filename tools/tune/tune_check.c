@@ -7,8 +7,8 @@
 #include "tools/tune/tune.h"
 #include "tuner/tuner.h"
 
-/* The plugin's pick for one call: the entry it set to 0 in the table NCCL
- * builds for the shape. */
+/* The plugin's pick for one call: what NCCL takes from the table it
+ * builds for the shape once the plugin has written it. */
 static int plugin_pick(struct rail_tuner_ctx *ctx, const struct rail_tune_set *set, int coll,
                        int nodes, uint64_t bytes, int *algo, int *proto) {
   struct rail_tuner_shape s;
@@ -19,21 +19,24 @@ static int plugin_pick(struct rail_tuner_ctx *ctx, const struct rail_tune_set *s
   rail_tune_table(&s, coll, bytes, t);
   rail_tuner_get_coll_info(ctx, coll, (size_t)bytes, 1, &t[0][0], RAIL_ALGO_COUNT, RAIL_PROTO_COUNT,
                            &nch);
+  /* NCCL's own pick from the table: its lowest valid entry (a rule with a
+   * "*" part leaves NCCL's costs, no entry at 0). */
+  *algo = *proto = -1;
   for (int a = 0; a < RAIL_ALGO_COUNT; a++)
     for (int p = 0; p < RAIL_PROTO_COUNT; p++)
-      if (t[a][p] == 0.0f) {
+      if (t[a][p] >= 0 && (*algo < 0 || t[a][p] < t[*algo][*proto])) {
         *algo = a;
         *proto = p;
-        return 0;
       }
-  return -ENOENT;
+  return *algo < 0 ? -ENOENT : 0;
 }
 
-/* 1 if (algo, proto) was measured at bytes within the threshold of the
- * winner there. */
+/* 1 if (algo, proto), or the algorithm-only or protocol-only run that
+ * stands for it, was measured at bytes within the threshold of the winner
+ * there. */
 static int within(const struct rail_tune_set *set, const struct rail_tune_group *g, uint64_t bytes,
                   int algo, int proto) {
-  const struct rail_tune_cand *c = rail_tune_cand_find(g, algo, proto);
+  const struct rail_tune_cand *c = rail_tune_cand_for(g, algo, proto);
   const struct rail_tune_point *p = c ? rail_tune_point_at(c, bytes) : NULL, *w = NULL;
 
   if (p == NULL) return 0;

@@ -196,7 +196,7 @@ static const struct rail_tune_cand *baseline_at(const struct rail_tune_set *set,
                                                 int *algo, int *proto) {
   *algo = *proto = -1;
   if (rail_tune_baseline(set, g->coll, g->nodes, bytes, algo, proto) != 0) return NULL;
-  return rail_tune_cand_find(g, *algo, *proto);
+  return rail_tune_cand_for(g, *algo, *proto);
 }
 
 /* A measured size's rule covers every size up to the next measured one, so
@@ -254,15 +254,15 @@ static void evidence(struct buf *b, const struct verdict *v, uint64_t bytes) {
   char s[32];
 
   say(b, "#   %s: %s/%s %.1f us (%s:%d, %d time%s)", size_str(bytes, s, sizeof(s)),
-      rail_tuner_algo_name(v->win->algo), rail_tuner_proto_name(v->win->proto),
-      rail_tune_mean(v->pw), v->pw->file, v->pw->line, v->pw->n, v->pw->n == 1 ? "" : "s");
+      rail_tune_algo_str(v->win->algo), rail_tune_proto_str(v->win->proto), rail_tune_mean(v->pw),
+      v->pw->file, v->pw->line, v->pw->n, v->pw->n == 1 ? "" : "s");
   if (v->base == NULL)
     say(b, "; the plugin's own %s/%s was not measured\n",
         v->balgo >= 0 ? rail_tuner_algo_name(v->balgo) : "?",
         v->bproto >= 0 ? rail_tuner_proto_name(v->bproto) : "?");
   else
     say(b, " against the plugin's own %s/%s %.1f us (%s:%d): %.1f%% faster, threshold %.1f%%\n",
-        rail_tuner_algo_name(v->base->algo), rail_tuner_proto_name(v->base->proto),
+        rail_tune_algo_str(v->base->algo), rail_tune_proto_str(v->base->proto),
         rail_tune_mean(v->pb), v->pb->file, v->pb->line, 100 * v->gain, 100 * v->thr);
 }
 
@@ -293,8 +293,8 @@ static int group_rules(const struct rail_tune_set *set, const struct rail_tune_g
     }
     say(b, "%-14s %s-%s  nodes=%d-%d  ranks=%d-%d  ->  %s  %s\n", rail_tuner_coll_name(g->coll),
         size_str(c0->pts[i].bytes, s1, sizeof(s1)), size_str(hi, s2, sizeof(s2)), lo_n, hi_n,
-        lo_n * set->gpn, hi_n * set->gpn, rail_tuner_algo_name(v.win->algo),
-        rail_tuner_proto_name(v.win->proto));
+        lo_n * set->gpn, hi_n * set->gpn, rail_tune_algo_str(v.win->algo),
+        rail_tune_proto_str(v.win->proto));
     nrules++;
     i = j;
   }

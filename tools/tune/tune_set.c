@@ -115,12 +115,13 @@ static int run_check(const char *file, const struct rail_measured_run *r,
   rail_measured_name_forcing(file, &na, &np);
   *algo = r->algo >= 0 ? r->algo : o->algo >= 0 ? o->algo : na;
   *proto = r->proto >= 0 ? r->proto : o->proto >= 0 ? o->proto : np;
-  if (*algo < 0 || *proto < 0) {
+  /* One part forced is a candidate of its own (tune.h); neither is none. */
+  if (*algo < 0 && *proto < 0) {
     snprintf(err, errlen,
-             "%s:%d: the run's forced %s is not known: the log has no NCCL_%s=..., and neither "
-             "--%s nor the file's name (e.g. allreduce-ring-ll128.log) names one%s%s",
-             file, r->line, *algo < 0 ? "algorithm" : "protocol", *algo < 0 ? "ALGO" : "PROTO",
-             *algo < 0 ? "algo" : "proto", r->label[0] ? "; it has " : "", r->label);
+             "%s:%d: the run forced nothing known: the log has no NCCL_ALGO=... nor "
+             "NCCL_PROTO=..., and neither --algo/--proto nor the file's name (e.g. "
+             "allreduce-ring-ll128.log, allreduce-tree.log) names one%s%s",
+             file, r->line, r->label[0] ? "; it has " : "", r->label);
     return -EINVAL;
   }
   if (r->took_line > 0) {
@@ -128,8 +129,8 @@ static int run_check(const char *file, const struct rail_measured_run *r,
              "%s:%d: NCCL ran %s/%s where the run forced %s/%s: NCCL fell back (the forced "
              "algorithm is unavailable there); run refused",
              file, r->took_line, rail_tuner_algo_name(r->took_algo),
-             rail_tuner_proto_name(r->took_proto), rail_tuner_algo_name(*algo),
-             rail_tuner_proto_name(*proto));
+             rail_tuner_proto_name(r->took_proto), rail_tune_algo_str(*algo),
+             rail_tune_proto_str(*proto));
     return -EINVAL;
   }
   for (int i = 0; i < r->npoints; i++)
@@ -182,6 +183,29 @@ static int shape_check(struct rail_tune_set *set, const char *file,
   return 0;
 }
 
+/* 0 both forced, 1 only the algorithm, 2 only the protocol. */
+static int kind_of(int algo, int proto) { return algo < 0 ? 2 : proto < 0 ? 1 : 0; }
+
+/* A group's candidates are of one kind (tune.h): ring/simple beside ring
+ * with NCCL's protocol is ambiguous (which rule would hold at a size
+ * where both win?), and so is ring/"*" beside "*"/simple. */
+static int kind_check(const struct rail_tune_group *g, int algo, int proto, const char *file,
+                      int line, char *err, size_t errlen) {
+  static const char *const kind[] = {"the algorithm and the protocol", "only the algorithm",
+                                     "only the protocol"};
+  const struct rail_tune_cand *c = g->ncand > 0 ? &g->cand[0] : NULL;
+
+  if (c == NULL || kind_of(c->algo, c->proto) == kind_of(algo, proto)) return 0;
+  snprintf(err, errlen,
+           "%s:%d: this %s/%s run forced %s, the %s/%s run (%s:%d) %s: runs of one collective and "
+           "node count must force the same parts (either rule would change what the other "
+           "measured); tune them as separate sets",
+           file, line, rail_tune_algo_str(algo), rail_tune_proto_str(proto),
+           kind[kind_of(algo, proto)], rail_tune_algo_str(c->algo), rail_tune_proto_str(c->proto),
+           c->file, c->line, kind[kind_of(c->algo, c->proto)]);
+  return -EINVAL;
+}
+
 static int add_run(struct rail_tune_set *set, const char *file, const struct rail_measured_run *r,
                    char *err, size_t errlen) {
   struct rail_tune_group *g;
@@ -194,6 +218,7 @@ static int add_run(struct rail_tune_set *set, const char *file, const struct rai
   gi = group_of(set, r->coll, r->nhosts, r->nranks_seen, file, r->line, err, errlen);
   if (gi < 0) return gi;
   g = &set->groups[gi];
+  if ((rc = kind_check(g, algo, proto, file, r->line, err, errlen)) != 0) return rc;
   c = cand_of(g, algo, proto, file, r->line);
   for (int i = 0; i < r->npoints; i++)
     if (add_point(c, &r->pts[i], file) != 0) {
@@ -214,9 +239,9 @@ static int sizes_check(const struct rail_tune_group *g, char *err, size_t errlen
         snprintf(err, errlen,
                  "%s:%d: sizes missing on one side: %s/%s measured %llu bytes here, the %s/%s run "
                  "(%s:%d) did not; measure every candidate at the same sizes",
-                 p->file, p->line, rail_tuner_algo_name(g->cand[b].algo),
-                 rail_tuner_proto_name(g->cand[b].proto), (unsigned long long)p->bytes,
-                 rail_tuner_algo_name(g->cand[a].algo), rail_tuner_proto_name(g->cand[a].proto),
+                 p->file, p->line, rail_tune_algo_str(g->cand[b].algo),
+                 rail_tune_proto_str(g->cand[b].proto), (unsigned long long)p->bytes,
+                 rail_tune_algo_str(g->cand[a].algo), rail_tune_proto_str(g->cand[a].proto),
                  g->cand[a].file, g->cand[a].line);
         return -EINVAL;
       }
@@ -244,9 +269,8 @@ static int same_check(const struct rail_tune_group *g, char *err, size_t errlen)
                "%s:%d: the %s/%s run has the same times as the %s/%s run (%s:%d) at all %d sizes: "
                "NCCL did not take one of the forcings (it falls back when an algorithm is "
                "unavailable); refused",
-               B->file, B->line, rail_tuner_algo_name(B->algo), rail_tuner_proto_name(B->proto),
-               rail_tuner_algo_name(A->algo), rail_tuner_proto_name(A->proto), A->file, A->line,
-               same);
+               B->file, B->line, rail_tune_algo_str(B->algo), rail_tune_proto_str(B->proto),
+               rail_tune_algo_str(A->algo), rail_tune_proto_str(A->proto), A->file, A->line, same);
       return -EINVAL;
     }
   return 0;
@@ -296,6 +320,20 @@ const struct rail_tune_cand *rail_tune_cand_find(const struct rail_tune_group *g
   for (int c = 0; c < g->ncand; c++)
     if (g->cand[c].algo == algo && g->cand[c].proto == proto) return &g->cand[c];
   return NULL;
+}
+
+const struct rail_tune_cand *rail_tune_cand_for(const struct rail_tune_group *g, int algo,
+                                                int proto) {
+  const struct rail_tune_cand *c = rail_tune_cand_find(g, algo, proto);
+
+  if (c == NULL) c = rail_tune_cand_find(g, algo, -1);
+  if (c == NULL) c = rail_tune_cand_find(g, -1, proto);
+  return c;
+}
+
+const char *rail_tune_algo_str(int algo) { return algo < 0 ? "*" : rail_tuner_algo_name(algo); }
+const char *rail_tune_proto_str(int proto) {
+  return proto < 0 ? "*" : rail_tuner_proto_name(proto);
 }
 
 const struct rail_tune_point *rail_tune_point_at(const struct rail_tune_cand *c, uint64_t bytes) {

@@ -107,3 +107,75 @@ void rules_fabric_line_and_hash(void) {
   rail_tuner_rules_free(a);
   tt_capture_stop();
 }
+
+/* "*" after the arrow for the algorithm or the protocol: a rule forcing only
+ * the other part (what a run forcing only NCCL_ALGO measured); never both.
+ * Files without it read as before, and the hash is still the bytes'. */
+void rules_star_forces_one_part(void) {
+  static const char text[] = "broadcast 4M- -> ring *\n"            /* 1 algorithm only */
+                             "allreduce 0-64K -> * ll channels=2\n" /* 2 protocol only */
+                             "allreduce 1M- -> * *\n"               /* 3 forces nothing */
+                             "allgather * -> nvls *\n"              /* 4 any protocol NCCL has */
+                             "allgather * -> ring\n";               /* 5 still two words */
+  struct rail_tuner_rules *r, *same;
+  const struct rail_tuner_rule *m;
+
+  tt_capture_start();
+  CHECK_EQ_INT(rail_tuner_rules_parse(text, "star.rules", &r), 0);
+  CHECK_EQ_INT(r->nrules, 3);
+  CHECK_EQ_INT(r->nbad, 2);
+  CHECK_EQ_INT(tt_count_logged("star.rules:3: \"* *\" forces nothing"), 1);
+  CHECK_EQ_INT(tt_count_logged("star.rules:5: expected \"<algorithm> <protocol>\""), 1);
+  m = rail_tuner_rules_match(r, RAIL_COLL_BROADCAST, 8 << 20, 2, 16);
+  CHECK(m != NULL && m->line == 1 && m->algo == RAIL_ALGO_RING && m->proto == RAIL_TUNER_RULE_ANY);
+  CHECK(rail_tuner_rule_names(m, RAIL_ALGO_RING, RAIL_PROTO_LL) &&
+        rail_tuner_rule_names(m, RAIL_ALGO_RING, RAIL_PROTO_SIMPLE) &&
+        !rail_tuner_rule_names(m, RAIL_ALGO_TREE, RAIL_PROTO_SIMPLE));
+  m = rail_tuner_rules_match(r, RAIL_COLL_ALLREDUCE, 100, 2, 16);
+  CHECK(m != NULL && m->line == 2 && m->algo == RAIL_TUNER_RULE_ANY && m->proto == RAIL_PROTO_LL &&
+        m->channels == 2);
+  CHECK(rail_tuner_rule_names(m, RAIL_ALGO_TREE, RAIL_PROTO_LL) &&
+        !rail_tuner_rule_names(m, RAIL_ALGO_TREE, RAIL_PROTO_LL128));
+  m = rail_tuner_rules_match(r, RAIL_COLL_ALLGATHER, 100, 2, 16);
+  CHECK(m != NULL && m->line == 4 && m->algo == RAIL_ALGO_NVLS);
+  CHECK_EQ_INT(rail_tuner_rules_parse(text, "again.rules", &same), 0);
+  CHECK(same->hash == r->hash);
+  rail_tuner_rules_free(same);
+  rail_tuner_rules_free(r);
+  tt_capture_stop();
+}
+
+/* A rule with a "*" part raises every entry it does not allow above every
+ * one it allows, which keep NCCL's costs: NCCL's own minimum falls among
+ * them. Disabled entries stay -1 and nothing goes negative. */
+void rules_restrict_keeps_nccl_costs(void) {
+  struct rail_tuner_rules *r;
+  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+
+  tt_capture_start();
+  CHECK_EQ_INT(rail_tuner_rules_parse("* * -> ring *\n* * -> * simple\n", "r", &r), 0);
+  for (int a = 0; a < RAIL_ALGO_COUNT; a++)
+    for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+      t[a][p] = a <= RAIL_ALGO_RING ? 10.0f * (float)(a + 1) + (float)p : -1.0f;
+  t[RAIL_ALGO_TREE][RAIL_PROTO_LL] = 0.0f; /* tree/ll NCCL's pick */
+  CHECK_EQ_INT(rail_tuner_rule_restrict(&r->rules[0], t), 0);
+  CHECK(t[RAIL_ALGO_RING][RAIL_PROTO_LL] == 20.0f && t[RAIL_ALGO_RING][RAIL_PROTO_LL128] == 21.0f &&
+        t[RAIL_ALGO_RING][RAIL_PROTO_SIMPLE] == 22.0f);
+  for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+    CHECK(t[RAIL_ALGO_TREE][p] > 22.0f);
+  CHECK(t[RAIL_ALGO_NVLS][RAIL_PROTO_SIMPLE] == -1.0f);
+  /* Protocol only: simple of every algorithm keeps its cost. */
+  t[RAIL_ALGO_TREE][RAIL_PROTO_SIMPLE] = 5.0f;
+  CHECK_EQ_INT(rail_tuner_rule_restrict(&r->rules[1], t), 0);
+  CHECK(t[RAIL_ALGO_TREE][RAIL_PROTO_SIMPLE] == 5.0f &&
+        t[RAIL_ALGO_RING][RAIL_PROTO_SIMPLE] == 22.0f);
+  CHECK(t[RAIL_ALGO_RING][RAIL_PROTO_LL] > 22.0f);
+  /* None of the allowed entries enabled: -ENOENT, the table untouched. */
+  for (int p = 0; p < RAIL_PROTO_COUNT; p++)
+    t[RAIL_ALGO_RING][p] = -1.0f;
+  t[RAIL_ALGO_TREE][RAIL_PROTO_LL] = 3.0f;
+  CHECK_EQ_INT(rail_tuner_rule_restrict(&r->rules[0], t), -ENOENT);
+  CHECK(t[RAIL_ALGO_TREE][RAIL_PROTO_LL] == 3.0f);
+  rail_tuner_rules_free(r);
+  tt_capture_stop();
+}

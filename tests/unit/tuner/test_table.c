@@ -152,6 +152,55 @@ void table_site_rules_apply(void) {
   unlink(path);
 }
 
+/* A rule naming only the algorithm forces it and leaves the protocol to
+ * NCCL's own costs: NCCL's minimum is the named algorithm's cheapest entry,
+ * every entry keeps its value but the other algorithms' valid ones (raised,
+ * never negative), and no entry is set to 0. Protocol only alike. */
+void table_site_rule_of_one_part(void) {
+  char *path = tt_write_temp("allreduce 1M-2M -> tree *\n"
+                             "allreduce 4M-8M -> * ll128\n");
+  struct rail_tuner_ctx *ctx;
+  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT], orig[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+  int nch = 0, a, p;
+
+  CHECK(path != NULL);
+  tt_capture_start();
+  ctx = tt_make_ctx(2, 8, path);
+  for (int k = 0; k < 2; k++) {
+    int want_a = k == 0 ? RAIL_ALGO_TREE : RAIL_ALGO_RING;
+    int want_p = k == 0 ? RAIL_PROTO_SIMPLE : RAIL_PROTO_LL128;
+    for (int i = 0; i < NENTRIES; i++)
+      (&t[0][0])[i] = NCCL_ALGO_PROTO_IGNORE;
+    /* NCCL's table: ring/ll cheapest overall; tree's cheapest is simple,
+     * ll128's cheapest is ring's. */
+    t[RAIL_ALGO_RING][RAIL_PROTO_LL] = 10;
+    t[RAIL_ALGO_RING][RAIL_PROTO_LL128] = 30;
+    t[RAIL_ALGO_RING][RAIL_PROTO_SIMPLE] = 50;
+    t[RAIL_ALGO_TREE][RAIL_PROTO_LL] = 70;
+    t[RAIL_ALGO_TREE][RAIL_PROTO_LL128] = 60;
+    t[RAIL_ALGO_TREE][RAIL_PROTO_SIMPLE] = 40;
+    memcpy(orig, t, sizeof(t));
+    rail_tuner_get_coll_info(ctx, RAIL_COLL_ALLREDUCE, k == 0 ? 1 << 20 : 5 << 20, 1, &t[0][0], 7,
+                             3, &nch);
+    CHECK_EQ_INT(tt_count_zero(t, &a, &p), 0);
+    a = p = -1;
+    for (int x = 0; x < RAIL_ALGO_COUNT; x++)
+      for (int y = 0; y < RAIL_PROTO_COUNT; y++) {
+        CHECK(orig[x][y] >= 0 ? t[x][y] >= 0 : t[x][y] == NCCL_ALGO_PROTO_IGNORE);
+        if (t[x][y] >= 0 && (a < 0 || t[x][y] < t[a][p])) a = x, p = y;
+        if ((k == 0 ? x == RAIL_ALGO_TREE : y == RAIL_PROTO_LL128) && orig[x][y] >= 0)
+          CHECK(t[x][y] == orig[x][y]);
+      }
+    CHECK_EQ_INT(a, want_a);
+    CHECK_EQ_INT(p, want_p);
+  }
+  CHECK_EQ_INT(nch, 0);
+  CHECK_EQ_INT(tt_count_logged("allreduce 1048576 bytes: tree/simple"), 1);
+  rail_tuner_destroy(ctx);
+  tt_capture_stop();
+  unlink(path);
+}
+
 /* A rule's channels are a cap: they lower NCCL's count, never raise it. */
 void table_rule_channels_only_lower(void) {
   char *path = tt_write_temp("* * -> ring simple channels=6\n");

@@ -97,12 +97,15 @@ void plan_input_and_runtime_start_from_one_shape(void); /* test_fixtures.c */
 void rules_parse_and_match(void);
 void rules_bad_lines_reported_and_skipped(void);
 void rules_fabric_line_and_hash(void);
+void rules_star_forces_one_part(void);
+void rules_restrict_keeps_nccl_costs(void);
 
 /* test_table.c */
 void table_minus_one_entries_untouched(void);
 void table_same_inputs_same_choice(void);
 void table_untouched_outside_the_contract(void);
 void table_site_rules_apply(void);
+void table_site_rule_of_one_part(void);
 void table_rule_channels_only_lower(void);
 void table_all_minus_one_and_no_pipe_ops(void);
 void table_never_negative_for_nccl_2_31(void);
