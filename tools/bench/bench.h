@@ -79,6 +79,7 @@ struct bench_opts {
   int step; /* size multiplier between rows */
   int window, streams, lat_iters, raw, iperf3, iperf3_secs, twoway, rounds;
   int against, ref_dev; /* --against KIND (BENCH_AGAINST_*), --ref-dev (-1: --dev) */
+  int ref_merge;        /* --ref-merge: the reference's devices fused by its makeVDevice */
   const char *against_path;
 };
 

@@ -42,6 +42,8 @@ static void bench_usage(FILE *out) {
                "                       ncclsocket (net_socket.cc); PATH its .so or the folder\n"
                "                       tests/nccl/reference-net.sh printed (both ranks)\n"
                "  --ref-dev N          the reference's device (default: --dev)\n"
+               "  --ref-merge          the reference on one virtual device over all of its\n"
+               "                       devices, made by its own makeVDevice (NCCL's NIC fusion)\n"
                "\n"
                "  two hosts or namespaces:\n"
                "  --listen             be rank 0: wait for a peer on an out-of-band TCP port\n"
@@ -90,7 +92,8 @@ enum {
   B_CONNECT,
   B_PLUGIN,
   B_AGAINST,
-  B_REF_DEV
+  B_REF_DEV,
+  B_REF_MERGE
 };
 
 static const struct option bench_longopts[] = {
@@ -117,6 +120,7 @@ static const struct option bench_longopts[] = {
     {"plugin", required_argument, NULL, B_PLUGIN},
     {"against", required_argument, NULL, B_AGAINST},
     {"ref-dev", required_argument, NULL, B_REF_DEV},
+    {"ref-merge", no_argument, NULL, B_REF_MERGE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -171,6 +175,9 @@ static int bench_option(int c, const char *v, struct bench_opts *o) {
     if (o->against > 0) return 0;
     rail_cli_bad("bench", name, v, "ncclib or ncclsocket");
     return -EINVAL;
+  case B_REF_MERGE:
+    o->ref_merge = 1;
+    return 0;
   case B_REF_DEV:
     return rail_cli_int("bench", name, v, 0, 1023, &o->ref_dev);
   case B_DEV:
