@@ -110,11 +110,8 @@ void rail_bench_judge(const struct bench *b, struct bench_verdict *v) {
   }
 }
 
-void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v) {
-  int ranges = b->cfg.raw && b->cfg.rounds > 1;
-  const char *base = rail_bench_baseline_label(b);
-  char hb[32];
-
+/* The table's first lines: the two plugins, or the plugin and raw TCP. */
+static void bench_print_head(const struct bench *b, const char *base) {
   printf("nccl-rail bench: %s device %d \"%s\" (%d Mbps, %d rail%s), window %d; ", b->nd.name,
          b->opt.dev, b->props.name ? b->props.name : "?", b->props.speed, b->naddrs,
          b->naddrs == 1 ? "" : "s", b->cfg.window);
@@ -128,6 +125,14 @@ void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v
     printf("%d rounds, plugin and %s in turn: GB/s are medians, ratios the median of the "
            "rounds' ratios, lowest-highest beside them\n",
            b->cfg.rounds, base);
+}
+
+void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v) {
+  int ranges = b->cfg.raw && b->cfg.rounds > 1;
+  const char *base = rail_bench_baseline_label(b);
+  char hb[32];
+
+  bench_print_head(b, base);
   printf("%10s %9s |", "size", "messages");
   for (int tw = 0; tw <= b->cfg.twoway; tw++) {
     printf(" %9s %11s %6s", tw ? "two-way" : "one-way", base, "ratio");
