@@ -85,6 +85,8 @@ struct harness_xfer {
   struct rail_nd_lane lane;
 };
 
+/* --order nccl: every checked transfer's lane tests its oldest request only. */
+extern int harness_oldest_only;
 int harness_xfer_prepare(struct harness_xfer *x, struct rail_nd *nd, void *comm, int send,
                          const struct harness_plan *plan, uint64_t seed, int window);
 void harness_xfer_check(const struct harness_xfer *x);

@@ -8,10 +8,13 @@
  *
  * usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario NAME
  *                         [--seed N] [--path ABSOLUTE_SO_PATH] [--nprocs N]
- *                         [--peer-netns NAME] [--peer-ifnames LIST]
+ *                         [--peer-netns NAME] [--peer-ifnames LIST] [--order any|nccl]
  * --peer-netns / --peer-ifnames put the forked sender on another "node":
  * another network namespace (tests/rig/dualrail.sh), or other interfaces
  * of this host (the rxe rig, where RDMA works in one namespace only).
+ * --order nccl: the checked transfers test only their oldest request, as
+ * NCCL's proxy does (NCCL's own net_socket.cc needs it: tests/nccl's
+ * reference plugins); the default, any, tests every posted one.
  * --nprocs: the processes of a CollNet group (collnet; default 2). The
  * version is that of both the net and the CollNet table, as NCCL pairs them.
  * Exit status: 0 pass, 1 a check failed, 2 usage, 77 skipped (a scenario
@@ -264,6 +267,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: rail_abi_harness --plugin NAME|PATH --version 8|9|10|11|12 --scenario "
           "NAME [--seed N] [--path SO_PATH] [--peer-netns NAME] [--peer-ifnames LIST] [--nprocs N]"
+          " [--order any|nccl]"
           "\nscenarios:");
   for (size_t i = 0; i < NSCENARIOS; i++)
     fprintf(stderr, " %s", scenarios[i].name);
@@ -293,6 +297,10 @@ static int parse_options(int argc, char **argv, struct harness *h, const char **
       h->peer_ifnames = argv[i + 1];
     else if (strcmp(argv[i], "--nprocs") == 0)
       h->nprocs = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--order") == 0 && strcmp(argv[i + 1], "nccl") == 0)
+      harness_oldest_only = 1;
+    else if (strcmp(argv[i], "--order") == 0 && strcmp(argv[i + 1], "any") == 0)
+      harness_oldest_only = 0;
     else
       return -1;
   }

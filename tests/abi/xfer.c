@@ -9,6 +9,8 @@
 #include "tests/abi/harness.h"
 #include "tests/unit/test.h"
 
+int harness_oldest_only;
+
 /* ---- data patterns -------------------------------------------------------- */
 
 uint64_t harness_splitmix(uint64_t *s) {
@@ -98,6 +100,7 @@ int harness_xfer_prepare(struct harness_xfer *x, struct rail_nd *nd, void *comm,
   x->lane.msgs = x->msgs;
   x->lane.nmsgs = plan->n;
   x->lane.window = window;
+  x->lane.oldest_only = harness_oldest_only;
   return 0;
 }
 

@@ -31,7 +31,7 @@
 #include "tools/drive/netdrive.h"
 
 #define BENCH_MAGIC 0x52424e43u /* "RBNC" */
-#define BENCH_PROTO 2
+#define BENCH_PROTO 3
 #define BENCH_MAX_SIZES 16
 #define BENCH_MAX_ROUNDS 15
 #define BENCH_MAX_ADDRS 4
@@ -41,6 +41,8 @@
 #define BENCH_SLOT_BYTES (256u << 20) /* buffer memory per lane, per process */
 #define BENCH_RAW_CHUNK (4u << 20)    /* largest single send()/recv() of the raw loop */
 #define BENCH_WHO "nccl-rail bench"
+#define BENCH_AGAINST_IB 1     /* --against ncclib */
+#define BENCH_AGAINST_SOCKET 2 /* --against ncclsocket */
 
 /* What rank 0 decides and sends to rank 1 before anything is measured. */
 struct bench_cfg {
@@ -56,7 +58,8 @@ struct bench_cfg {
   int32_t iperf3;
   int32_t iperf3_secs;
   int32_t twoway;
-  int32_t rounds; /* plugin/raw pairs measured per size and direction */
+  int32_t rounds;  /* plugin/raw pairs measured per size and direction */
+  int32_t against; /* 0: raw TCP is the baseline; BENCH_AGAINST_*: NCCL's transport is */
 };
 
 /* What rank 1 measured and returns to rank 0. */
@@ -75,6 +78,18 @@ struct bench_opts {
   double seconds;
   int step; /* size multiplier between rows */
   int window, streams, lat_iters, raw, iperf3, iperf3_secs, twoway, rounds;
+  int against, ref_dev; /* --against KIND (BENCH_AGAINST_*), --ref-dev (-1: --dev) */
+  int ref_merge;        /* --ref-merge: the reference's devices fused by its makeVDevice */
+  const char *against_path;
+};
+
+/* One plugin's state: the reference's, while the bench's own fields hold
+ * the plugin's (bench_against.c swaps them for the reference's turn). */
+struct bench_side {
+  void *dl;
+  struct rail_nd nd;
+  ncclNetProperties_v11_t props;
+  void *send_comm, *recv_comm;
 };
 
 struct bench {
@@ -85,6 +100,7 @@ struct bench {
   pid_t child;
   void *dl;
   struct rail_nd nd;
+  int oldest_only; /* lanes test in order, as NCCL's proxy (--plugin, --against) */
   ncclNetProperties_v11_t props;
   void *send_comm, *recv_comm;                   /* c01 and c10, from this rank's view */
   char addrs[BENCH_MAX_ADDRS][INET6_ADDRSTRLEN]; /* rank 0's data addresses */
@@ -96,6 +112,8 @@ struct bench {
   double raw_oneway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   double raw_twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   struct bench_peer_results peer;
+  struct bench_side ref; /* --against: NCCL's transport */
+  int ref_dev;
 };
 
 /* One direction of a size over the rounds: the median throughputs, and the
@@ -140,6 +158,17 @@ int rail_bench_plugin_latency(struct bench *b, double out[3]);
 struct bench_lane_buf;
 int rail_bench_lanes_timed(struct bench *b, struct bench_lane_buf *lb, struct rail_nd_lane *lanes,
                            int nl, uint64_t n, uint8_t step, double *secs);
+
+/* bench_against.c: NCCL's own transport as the baseline (--against). */
+int rail_bench_against_kind(const char *v); /* BENCH_AGAINST_* or -EINVAL */
+const char *rail_bench_against_name(int kind);
+const char *rail_bench_baseline_label(const struct bench *b); /* "raw TCP", "NCCL IB", ... */
+void rail_bench_ref_swap(struct bench *b);
+int rail_bench_ref_up(struct bench *b);
+int rail_bench_ref_connect(struct bench *b);
+int rail_bench_ref_run(struct bench *b, int si, int twoway, double *secs);
+int rail_bench_ref_latency(struct bench *b, double out[3]);
+void rail_bench_ref_down(struct bench *b);
 
 /* bench_raw.c: the raw TCP baseline. */
 int rail_bench_connect_raw(struct bench *b);

@@ -26,7 +26,8 @@ void rail_bench_make_cfg(const struct bench_opts *o, struct bench_cfg *c) {
   c->target_ms = (int32_t)(o->seconds * 1000);
   c->streams = o->streams;
   c->lat_iters = o->lat_iters;
-  c->raw = o->raw;
+  c->raw = o->raw || o->against; /* --against: the reference is the baseline */
+  c->against = o->against;
   c->iperf3 = o->iperf3;
   c->iperf3_secs = o->iperf3_secs;
   c->twoway = o->twoway;

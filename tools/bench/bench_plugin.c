@@ -16,6 +16,7 @@ int rail_bench_plugin_up(struct bench *b) {
 
   if (b->opt.plugin != NULL) {
     b->dl = rail_nd_open(b->opt.plugin, NULL, 0);
+    b->oldest_only = 1; /* a foreign plugin may rely on NCCL's order */
     if (b->dl == NULL) return -ENOENT;
     rc = rail_nd_bind(&b->nd, b->dl, 11);
     if (rc != 0) return rc;
@@ -125,6 +126,7 @@ static int bench_lane_setup(struct bench *b, struct bench_lane_buf *lb, struct r
   lane->comm = comm;
   lane->send = send;
   lane->window = b->cfg.window;
+  lane->oldest_only = b->oldest_only;
   return 0;
 }
 

@@ -1,5 +1,6 @@
 /* nccl-rail bench: statistics, the verdict, the table and the JSON
  * (bench.h). The JSON's field names are an interface (docs/json.md). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,45 +64,78 @@ static void bench_dir_sum(const struct bench *b, int si, int twoway, struct benc
   d->hi = q[n - 1];
 }
 
+/* The baseline's name: --against's KIND, and how the report calls it. */
+static const char *const against_label[] = {"raw TCP", "NCCL IB", "NCCL Socket"};
+
+int rail_bench_against_kind(const char *v) {
+  if (strcmp(v, "ncclib") == 0) return BENCH_AGAINST_IB;
+  if (strcmp(v, "ncclsocket") == 0) return BENCH_AGAINST_SOCKET;
+  return -EINVAL;
+}
+
+const char *rail_bench_baseline_label(const struct bench *b) {
+  return against_label[b->cfg.against >= 0 && b->cfg.against <= 2 ? b->cfg.against : 0];
+}
+
+const char *rail_bench_against_name(int kind) {
+  return kind == BENCH_AGAINST_IB ? "ncclib" : kind == BENCH_AGAINST_SOCKET ? "ncclsocket" : "";
+}
+
+/* Against raw TCP: >= 0.9 from 4 MiB, round trip <= 1.3x. Against NCCL's
+ * own transport (issue 35's goals): >= 1.0 at every size, <= 1.1x. */
+static uint64_t bench_target_from(const struct bench *b) { return b->cfg.against ? 0 : 4u << 20; }
+static double bench_target_tput(const struct bench *b) { return b->cfg.against ? 1.0 : 0.9; }
+static double bench_target_lat(const struct bench *b) { return b->cfg.against ? 1.1 : 1.3; }
+
 void rail_bench_judge(const struct bench *b, struct bench_verdict *v) {
   memset(v, 0, sizeof(*v));
   v->tput_ok = 1;
   v->worst_ratio = -1;
   for (int i = 0; i < b->cfg.nsizes && b->cfg.raw; i++) {
     struct bench_dir d;
-    if (b->cfg.size[i] < (4u << 20)) continue;
+    if (b->cfg.size[i] < bench_target_from(b)) continue;
     for (int tw = 0; tw <= b->cfg.twoway; tw++) {
       bench_dir_sum(b, i, tw, &d);
       if (!v->tput_checked || d.ratio < v->worst_ratio) v->worst_ratio = d.ratio;
       v->tput_checked = 1;
     }
   }
-  if (v->tput_checked) v->tput_ok = v->worst_ratio >= 0.9;
+  if (v->tput_checked) v->tput_ok = v->worst_ratio >= bench_target_tput(b);
   if (b->cfg.raw && b->cfg.lat_iters > 0 && b->peer.lat_us[1][0] > 0) {
     v->lat_checked = 1;
     v->lat_ratio = b->peer.lat_us[0][0] / b->peer.lat_us[1][0];
-    v->lat_ok = v->lat_ratio <= 1.3;
+    v->lat_ok = v->lat_ratio <= bench_target_lat(b);
   } else {
     v->lat_ok = 1;
   }
 }
 
+/* The table's first lines: the two plugins, or the plugin and raw TCP. */
+static void bench_print_head(const struct bench *b, const char *base) {
+  printf("nccl-rail bench: %s device %d \"%s\" (%d Mbps, %d rail%s), window %d; ", b->nd.name,
+         b->opt.dev, b->props.name ? b->props.name : "?", b->props.speed, b->naddrs,
+         b->naddrs == 1 ? "" : "s", b->cfg.window);
+  if (b->cfg.against)
+    printf("against %s device %d \"%s\" (%d Mbps)\n", base, b->ref_dev,
+           b->ref.props.name ? b->ref.props.name : "?", b->ref.props.speed);
+  else
+    printf("raw TCP: %d stream%s (a plugin comm opened %d TCP connections)\n", b->nstreams,
+           b->nstreams == 1 ? "" : "s", b->peer.plugin_socks);
+  if (b->cfg.rounds > 1)
+    printf("%d rounds, plugin and %s in turn: GB/s are medians, ratios the median of the "
+           "rounds' ratios, lowest-highest beside them\n",
+           b->cfg.rounds, base);
+}
+
 void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v) {
   int ranges = b->cfg.raw && b->cfg.rounds > 1;
+  const char *base = rail_bench_baseline_label(b);
   char hb[32];
 
-  printf("nccl-rail bench: %s device %d \"%s\" (%d Mbps, %d rail%s), window %d; raw TCP: %d "
-         "stream%s (a plugin comm opened %d TCP connections)\n",
-         b->nd.name, b->opt.dev, b->props.name ? b->props.name : "?", b->props.speed, b->naddrs,
-         b->naddrs == 1 ? "" : "s", b->cfg.window, b->nstreams, b->nstreams == 1 ? "" : "s",
-         b->peer.plugin_socks);
-  if (b->cfg.rounds > 1)
-    printf("%d rounds, plugin and raw TCP in turn: GB/s are medians, ratios the median of the "
-           "rounds' ratios, lowest-highest beside them\n",
-           b->cfg.rounds);
+  bench_print_head(b, base);
   printf("%10s %9s |", "size", "messages");
   for (int tw = 0; tw <= b->cfg.twoway; tw++) {
-    printf(" %9s %9s %6s", tw ? "two-way" : "one-way", "raw TCP", "ratio");
+    printf(" %9s %11s %6s", tw ? "two-way" : "one-way", base, "ratio");
     if (ranges) printf(" %11s", "rounds");
     printf(" |");
   }
@@ -113,9 +147,9 @@ void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v
       bench_dir_sum(b, i, tw, &d);
       printf(" %9.3f ", d.plugin);
       if (b->cfg.raw)
-        printf("%9.3f %6.2f", d.raw, d.ratio);
+        printf("%11.3f %6.2f", d.raw, d.ratio);
       else
-        printf("%9s %6s", "-", "-");
+        printf("%11s %6s", "-", "-");
       if (ranges) printf("   %.2f-%.2f", d.lo, d.hi);
       printf(" |");
     }
@@ -126,21 +160,23 @@ void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v
            BENCH_LAT_BYTES, b->cfg.lat_iters, b->peer.lat_us[0][0], b->peer.lat_us[0][1],
            b->peer.lat_us[0][2]);
     if (b->cfg.raw)
-      printf("; raw TCP p50 %.1f us (mean %.1f, min %.1f); ratio %.2f", b->peer.lat_us[1][0],
+      printf("; %s p50 %.1f us (mean %.1f, min %.1f); ratio %.2f", base, b->peer.lat_us[1][0],
              b->peer.lat_us[1][1], b->peer.lat_us[1][2], v->lat_ratio);
     printf("\n");
   }
   if (b->peer.iperf3_gbps >= 0)
     printf("iperf3 -P %d to %s: %.3f GB/s (%.2f Gbit/s)\n", b->nstreams, b->addrs[0],
            b->peer.iperf3_gbps, b->peer.iperf3_gbps * 8);
-  else if (b->cfg.iperf3 && b->cfg.raw)
+  else if (b->cfg.iperf3 && b->cfg.raw && !b->cfg.against)
     printf("iperf3: not installed or failed; raw TCP above is the baseline\n");
   if (v->tput_checked)
-    printf("target >= 0.90 of raw TCP from 4 MiB: %s (worst %.2f)\n", v->tput_ok ? "met" : "MISSED",
-           v->worst_ratio);
+    printf(
+        "target >= %.2f of %s from %s: %s (worst %.2f)\n", bench_target_tput(b), base,
+        bench_human(bench_target_from(b) ? bench_target_from(b) : b->cfg.size[0], hb, sizeof(hb)),
+        v->tput_ok ? "met" : "MISSED", v->worst_ratio);
   if (v->lat_checked)
-    printf("target round trip <= 1.3x raw TCP: %s (%.2f)\n", v->lat_ok ? "met" : "MISSED",
-           v->lat_ratio);
+    printf("target round trip <= %.1fx %s: %s (%.2f)\n", bench_target_lat(b), base,
+           v->lat_ok ? "met" : "MISSED", v->lat_ratio);
 }
 
 static void bench_json_size(struct rail_json *j, const struct bench *b, int i) {
@@ -199,6 +235,9 @@ int rail_bench_print_json(const struct bench *b, const struct bench_verdict *v) 
   rail_json_int(&j, "raw_streams", b->nstreams);
   rail_json_int(&j, "plugin_tcp_connections", b->peer.plugin_socks);
   rail_json_int(&j, "rounds", b->cfg.rounds);
+  /* --against: the raw_* figures are NCCL's transport's, named here. */
+  rail_json_str(&j, "baseline", rail_bench_baseline_label(b));
+  if (b->cfg.against) rail_json_str(&j, "against", rail_bench_against_name(b->cfg.against));
   rail_json_array(&j, "sizes", RAIL_JSON_BLOCK);
   for (int i = 0; i < b->cfg.nsizes; i++)
     bench_json_size(&j, b, i);

@@ -37,6 +37,13 @@ static void bench_usage(FILE *out) {
                "  --dev N              plugin device (default 0)\n"
                "  --plugin NAME|PATH   drive this .so (NCCL_NET_PLUGIN rules) instead of the\n"
                "                       plugin built into this binary\n"
+               "  --against KIND PATH  NCCL's own transport in raw TCP's place, measured in\n"
+               "                       turn with the plugin: KIND ncclib (net_ib.cc) or\n"
+               "                       ncclsocket (net_socket.cc); PATH its .so or the folder\n"
+               "                       tests/nccl/reference-net.sh printed (both ranks)\n"
+               "  --ref-dev N          the reference's device (default: --dev)\n"
+               "  --ref-merge          the reference on one virtual device over all of its\n"
+               "                       devices, made by its own makeVDevice (NCCL's NIC fusion)\n"
                "\n"
                "  two hosts or namespaces:\n"
                "  --listen             be rank 0: wait for a peer on an out-of-band TCP port\n"
@@ -59,6 +66,7 @@ static void bench_defaults(struct bench_opts *o) {
   o->iperf3 = 1;
   o->twoway = 1;
   o->lat_iters = -1;
+  o->ref_dev = -1;
 }
 
 enum {
@@ -82,7 +90,10 @@ enum {
   B_OOB_ADDR,
   B_HANDLE_FILE,
   B_CONNECT,
-  B_PLUGIN
+  B_PLUGIN,
+  B_AGAINST,
+  B_REF_DEV,
+  B_REF_MERGE
 };
 
 static const struct option bench_longopts[] = {
@@ -107,6 +118,9 @@ static const struct option bench_longopts[] = {
     {"handle-file", required_argument, NULL, B_HANDLE_FILE},
     {"connect", required_argument, NULL, B_CONNECT},
     {"plugin", required_argument, NULL, B_PLUGIN},
+    {"against", required_argument, NULL, B_AGAINST},
+    {"ref-dev", required_argument, NULL, B_REF_DEV},
+    {"ref-merge", no_argument, NULL, B_REF_MERGE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -156,6 +170,16 @@ static int bench_option(int c, const char *v, struct bench_opts *o) {
     return rail_cli_int("bench", name, v, 0, BENCH_MAX_STREAMS, &o->streams);
   case B_LAT_ITERS:
     return rail_cli_int("bench", name, v, 0, 10000000, &o->lat_iters);
+  case B_AGAINST:
+    o->against = rail_bench_against_kind(v);
+    if (o->against > 0) return 0;
+    rail_cli_bad("bench", name, v, "ncclib or ncclsocket");
+    return -EINVAL;
+  case B_REF_MERGE:
+    o->ref_merge = 1;
+    return 0;
+  case B_REF_DEV:
+    return rail_cli_int("bench", name, v, 0, 1023, &o->ref_dev);
   case B_DEV:
     return rail_cli_int("bench", name, v, 0, 1023, &o->dev);
   case B_PORT:
@@ -208,6 +232,13 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o) {
     }
     if (c == '?' || bench_option(c, optarg, o) != 0) return -EINVAL;
   }
+  /* --against's PATH is the one operand. */
+  if (o->against > 0 && optind < argc) o->against_path = argv[optind++];
+  if (o->against > 0 && o->against_path == NULL) {
+    fprintf(stderr, "nccl-rail bench: --against %s needs the reference's PATH\n",
+            rail_bench_against_name(o->against));
+    return -EINVAL;
+  }
   if (rail_cli_no_operands("bench", argc, argv) != 0) return -EINVAL;
   return bench_finish(o);
 }
@@ -221,8 +252,11 @@ static int bench_pair(struct bench *b, int si, int twoway, int round, double *pl
   for (int k = 0; k < 2; k++) {
     int raw_turn = (k == 0) == (round % 2 == 1), rc;
     if (raw_turn && !b->cfg.raw) continue;
-    rc = raw_turn ? rail_bench_raw_run(b, si, twoway, raw_s)
-                  : rail_bench_plugin_run(b, si, twoway, plugin_s);
+    if (raw_turn && b->cfg.against)
+      rc = rail_bench_ref_run(b, si, twoway, raw_s);
+    else
+      rc = raw_turn ? rail_bench_raw_run(b, si, twoway, raw_s)
+                    : rail_bench_plugin_run(b, si, twoway, plugin_s);
     if (rc != 0) return rc;
   }
   return 0;
@@ -261,11 +295,14 @@ static int bench_measure(struct bench *b) {
   }
   if (b->cfg.lat_iters > 0) {
     rc = rail_bench_plugin_latency(b, b->peer.lat_us[0]);
-    if (rc == 0 && b->cfg.raw) rc = rail_bench_raw_latency(b, b->peer.lat_us[1]);
+    if (rc == 0 && b->cfg.against)
+      rc = rail_bench_ref_latency(b, b->peer.lat_us[1]);
+    else if (rc == 0 && b->cfg.raw)
+      rc = rail_bench_raw_latency(b, b->peer.lat_us[1]);
     if (rc != 0) return rc;
   }
   b->peer.iperf3_gbps = -1;
-  if (b->cfg.raw) rail_bench_iperf3(b, &b->peer.iperf3_gbps);
+  if (b->cfg.raw && !b->cfg.against) rail_bench_iperf3(b, &b->peer.iperf3_gbps);
   return 0;
 }
 
@@ -276,15 +313,21 @@ static int bench_rank(struct bench *b) {
   int rc = rail_bench_share_cfg(b);
 
   if (rc == 0 && b->nd.table == NULL) rc = rail_bench_plugin_up(b);
+  if (rc == 0 && b->cfg.against) {
+    b->oldest_only = 1; /* both plugins driven alike, as NCCL's proxy does */
+    if (b->ref.nd.table == NULL) rc = rail_bench_ref_up(b);
+  }
   if (rc == 0) rc = rail_bench_share_addrs(b);
   if (rc == 0) rc = rail_bench_connect_plugin(b, &socks);
+  if (rc == 0 && b->cfg.against) rc = rail_bench_ref_connect(b);
   if (rc == 0) rc = bench_streams(b, socks);
-  if (rc == 0 && b->cfg.raw) rc = rail_bench_connect_raw(b);
+  if (rc == 0 && b->cfg.raw && !b->cfg.against) rc = rail_bench_connect_raw(b);
   if (rc == 0) rc = bench_measure(b);
   return rc == 0 ? rail_bench_collect_peer(b) : rc;
 }
 
 static void bench_teardown(struct bench *b) {
+  rail_bench_ref_down(b);
   if (b->send_comm != NULL) rail_nd_close_send(&b->nd, b->send_comm);
   if (b->recv_comm != NULL) rail_nd_close_recv(&b->nd, b->recv_comm);
   if (b->nd.inited) rail_nd_finalize(&b->nd);

@@ -510,6 +510,8 @@ static int rail_nd_lane_test(struct rail_nd *nd, struct rail_nd_lane *lane, int 
       m->req = NULL;
       lane->completed++;
       *progress = 1;
+    } else if (lane->oldest_only) {
+      break;
     }
   }
   while (lane->first < lane->posted && lane->msgs[lane->first].state == 2)

@@ -121,6 +121,11 @@ struct rail_nd_lane {
   struct rail_nd_msg *msgs;
   int nmsgs;
   int window;
+  /* 1: test only the oldest request not yet done, as NCCL's proxy does
+   * (net.cc tests sub->done's slot alone). NCCL's own transports need it:
+   * net_socket.cc exchanges each request's size on one control stream from
+   * test(), and a later request tested first interleaves its bytes there. */
+  int oldest_only;
   /* Filled by rail_nd_run. */
   int posted, completed;
   int max_in_flight; /* the most requests that were posted and not done at once */

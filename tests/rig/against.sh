@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# against.sh KIND REFDIR [--rate MBIT] [--rtt MS] [--rails 1|2] [BENCH OPTIONS...]:
+# `nccl-rail bench --against ncclsocket` across the namespace rig
+# (dualrail.sh): rank 0 in node A, rank 1 in node B, the rails shaped with
+# tbf to MBIT each and delayed with netem so that a round trip takes MS
+# (half on each end's egress), where the number of streams and their
+# windows decide throughput rather than the CPU (issue 35). Prints bench's
+# table (rank 0's stdout); rank 1's stderr goes to stderr on failure.
+#   KIND     ncclsocket (NCCL's IB transport needs RDMA: tests/rig/rxe)
+#   REFDIR   what tests/nccl/reference-net.sh printed
+#   --rails 1: r0 only, nccl-rail and NCCL Socket on one NIC each;
+#   --rails 2: nccl-rail fused over r0,r1 against NCCL Socket on r0 (NCCL's
+#     socket transport has no fusion of its own: one connection per NIC).
+# NCCL Socket's own tunables (NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD)
+# pass through from the environment to both ranks.
+# Exit: bench's (0 measured), 77 no namespace rig here.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+kind=$1 refdir=$2
+shift 2
+rate=400 rtt=1 rails=1
+while (($#)); do
+  case $1 in
+  --rate) rate=$2 ;;
+  --rtt) rtt=$2 ;;
+  --rails) rails=$2 ;;
+  *) break ;;
+  esac
+  shift 2
+done
+build=${RAIL_BUILD_DIR:-$here/../../build}
+bench=$build/nccl-rail
+rig=rref$$
+delay=$(awk -v r="$rtt" 'BEGIN { printf "%g", r / 2 }')
+ifn=r0
+((rails == 2)) && ifn=r0,r1
+tmp=$(mktemp -d)
+cleanup() {
+  bash "$here/dualrail.sh" --name "$rig" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+rc=0
+shape=(--rate0 "$rate" --rate1 "$rate")
+[[ $delay == 0 ]] || shape+=(--delay "$delay")
+bash "$here/dualrail.sh" --name "$rig" up "${shape[@]}" || rc=$?
+((rc == 0)) || exit "$rc"
+pass=()
+for v in NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD NCCL_DEBUG; do
+  [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
+done
+run() { # run NODE ARGS...
+  local node=$1
+  shift
+  ip netns exec "$rig$node" env NCCL_RAIL_IFNAMES=$ifn NCCL_SOCKET_IFNAME=r0 "${pass[@]}" \
+    timeout -k 5 600 "$bench" bench --against "$kind" "$refdir" "$@"
+}
+run a --listen --handle-file "$tmp/addr" "$@" >"$tmp/a.out" 2>"$tmp/a.err" &
+pa=$!
+run b --connect "$tmp/addr" >/dev/null 2>"$tmp/b.err" &
+pb=$!
+ra=0 rb=0
+wait "$pa" || ra=$?
+((ra == 0)) || { sleep 3; kill -TERM "$pb" 2>/dev/null || true; }
+wait "$pb" || rb=$?
+echo "rig: $rails rail(s) of $rate Mbit/s, round trip $rtt ms (netem $delay ms each way)"
+cat "$tmp/a.out"
+if ((ra != 0 || rb != 0)); then
+  echo "against.sh: rank 0 exit $ra, rank 1 exit $rb" >&2
+  tail -20 "$tmp/a.err" "$tmp/b.err" >&2
+  exit 1
+fi
