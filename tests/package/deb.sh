@@ -14,9 +14,12 @@
 #   6. with RAIL_PACKAGE_INSTALL=1 (CI, as root, on a machine of its own):
 #      a real dpkg -i, where NCCL_NET_PLUGIN=rail alone finds the plugin
 #      with no LD_LIBRARY_PATH, then dpkg --purge leaves nothing behind.
-# $1: source dir; $2: work dir; $3: the project version; $4: the ABI harness.
+# $1: source dir; $2: work dir; $3: the project version; $4: the ABI harness;
+# $5: the steps, "check" (1-5, the default) or "install" (6, on the package
+# "check" left in the work dir): ctest runs them as two entries, since only
+# the install touches the machine's loader folders and must run alone.
 set -u
-src=$1 work=$2 version=$3 harness=$4
+src=$1 work=$2 version=$3 harness=$4 steps=${5:-check}
 . "$(dirname "$0")/../check.sh" # check, $fail
 die() { echo "FAIL: $*"; exit 1; }
 
@@ -26,7 +29,41 @@ done
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 arch=$(dpkg --print-architecture)
 libdir=usr/lib/$multiarch
-rm -rf "$work" && mkdir -p "$work"
+if [ "$steps" = install ]; then
+  deb=$work/build/nccl-rail_${version}_${arch}.deb
+  [ -f "$deb" ] || die "no $deb: package.deb (the check steps) builds it first"
+else
+  rm -rf "$work" && mkdir -p "$work"
+fi
+
+# ---- 6. a real install (CI) -----------------------------------------------------
+# Where CI's machine is its own; run alone (ctest's package.deb.install).
+install_step() {
+  if [ "${RAIL_PACKAGE_INSTALL:-0}" = 1 ]; then
+    [ "$(id -u)" -eq 0 ] || die "RAIL_PACKAGE_INSTALL=1 needs root"
+    if dpkg-query -W -f='${Status}' nccl-rail 2>/dev/null | grep -q 'ok installed'; then
+      die "nccl-rail is already installed here"
+    fi
+    check "dpkg -i installs it (its dependencies are present)" dpkg -i "$deb"
+    check "NCCL_NET_PLUGIN=rail alone finds it: no LD_LIBRARY_PATH" \
+      env -u LD_LIBRARY_PATH NCCL_RAIL_IFNAMES=lo timeout 120 \
+        "$harness" --plugin rail --version 11 --scenario load --path "/$libdir/libnccl-net-rail.so"
+    env -u LD_LIBRARY_PATH NCCL_NET_PLUGIN=rail /usr/bin/nccl-rail doctor --json >"$work/doctor.json" 2>&1
+    # The loader may name it through /lib (merged /usr): compare real paths.
+    check "the installed doctor finds the plugin where NCCL will" \
+      python3 -c "import json, os, sys
+j = json.load(open('$work/doctor.json'))
+assert os.path.realpath(j['plugin']['path']) == os.path.realpath('/$libdir/libnccl-net-rail.so'), j['plugin']"
+    check "dpkg --purge removes every file" sh -c "dpkg --purge nccl-rail >/dev/null &&
+      ! test -e '/$libdir/libnccl-net-rail.so' && ! test -e /usr/bin/nccl-rail"
+  else
+    echo "note: dpkg -i not tried (RAIL_PACKAGE_INSTALL=1, which CI sets as root, does it)"
+  fi
+}
+if [ "$steps" = install ]; then
+  install_step
+  exit $fail
+fi
 
 # ---- 1. build -----------------------------------------------------------------
 deb=$(RAIL_PACKAGE_DIR=$work/build "$src/scripts/package.sh") || die "scripts/package.sh failed"
@@ -107,25 +144,4 @@ assert j["plugin"]["needed"] and all(n["path"] for n in j["plugin"]["needed"]), 
 assert not [f for f in j["findings"] if f["check"] in ("plugin", "libs") and f["level"] != "ok"]
 PY
 
-# ---- 6. a real install (CI) -----------------------------------------------------
-if [ "${RAIL_PACKAGE_INSTALL:-0}" = 1 ]; then
-  [ "$(id -u)" -eq 0 ] || die "RAIL_PACKAGE_INSTALL=1 needs root"
-  if dpkg-query -W -f='${Status}' nccl-rail 2>/dev/null | grep -q 'ok installed'; then
-    die "nccl-rail is already installed here"
-  fi
-  check "dpkg -i installs it (its dependencies are present)" dpkg -i "$deb"
-  check "NCCL_NET_PLUGIN=rail alone finds it: no LD_LIBRARY_PATH" \
-    env -u LD_LIBRARY_PATH NCCL_RAIL_IFNAMES=lo timeout 120 \
-      "$harness" --plugin rail --version 11 --scenario load --path "/$libdir/libnccl-net-rail.so"
-  env -u LD_LIBRARY_PATH NCCL_NET_PLUGIN=rail /usr/bin/nccl-rail doctor --json >"$work/doctor.json" 2>&1
-  # The loader may name it through /lib (merged /usr): compare real paths.
-  check "the installed doctor finds the plugin where NCCL will" \
-    python3 -c "import json, os, sys
-j = json.load(open('$work/doctor.json'))
-assert os.path.realpath(j['plugin']['path']) == os.path.realpath('/$libdir/libnccl-net-rail.so'), j['plugin']"
-  check "dpkg --purge removes every file" sh -c "dpkg --purge nccl-rail >/dev/null &&
-    ! test -e '/$libdir/libnccl-net-rail.so' && ! test -e /usr/bin/nccl-rail"
-else
-  echo "note: dpkg -i not tried (RAIL_PACKAGE_INSTALL=1, which CI sets as root, does it)"
-fi
 exit $fail
