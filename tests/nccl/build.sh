@@ -44,20 +44,7 @@ only_funcs=None
 
 say() { printf 'nccl-build: %s\n' "$*" >&2; }
 
-ref=${RAIL_REFERENCE_DIR:-}
-if [ -z "$ref" ]; then
-	say "SKIP: RAIL_REFERENCE_DIR is unset (the folder holding nccl-$version.tar.gz)"
-	exit 77
-fi
-tarball=$ref/nccl-$version.tar.gz
-[ -f "$tarball" ] || {
-	say "FAIL: $tarball not found (RAIL_REFERENCE_DIR=$ref)"
-	exit 1
-}
-if [ -z "${CUDA_HOME:-}" ]; then
-	nvcc=$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
-	CUDA_HOME=$(dirname "$(dirname "$nvcc")")
-fi
+. "$(dirname "$0")/source.sh"
 [ -x "$CUDA_HOME/bin/nvcc" ] || {
 	say "FAIL: no nvcc in $CUDA_HOME/bin (set CUDA_HOME to the CUDA toolkit)"
 	exit 1

@@ -34,20 +34,7 @@ version=2.28.9-1
 here=$(cd "$(dirname "$0")" && pwd)
 say() { printf 'nccl-reference-net: %s\n' "$*" >&2; }
 
-ref=${RAIL_REFERENCE_DIR:-}
-if [ -z "$ref" ]; then
-	say "SKIP: RAIL_REFERENCE_DIR is unset (the folder holding nccl-$version.tar.gz)"
-	exit 77
-fi
-tarball=$ref/nccl-$version.tar.gz
-[ -f "$tarball" ] || {
-	say "FAIL: $tarball not found (RAIL_REFERENCE_DIR=$ref)"
-	exit 1
-}
-if [ -z "${CUDA_HOME:-}" ]; then
-	nvcc=$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
-	CUDA_HOME=$(dirname "$(dirname "$nvcc")")
-fi
+. "$(dirname "$0")/source.sh"
 cuinc=$CUDA_HOME/include
 [ -f "$cuinc/cuda_runtime_api.h" ] || {
 	say "SKIP: no CUDA headers in $cuinc (NCCL's headers include them; set CUDA_HOME)"
