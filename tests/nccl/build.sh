@@ -50,20 +50,10 @@ say() { printf 'nccl-build: %s\n' "$*" >&2; }
 	exit 1
 }
 
-sha=$(sha256sum "$tarball" | cut -d' ' -f1)
 nvcc_version=$("$CUDA_HOME/bin/nvcc" --version | tail -1)
 opts="CUDARTLIB=cudart NVCC_GENCODE=$gencode ONLY_FUNCS=$only_funcs nvcc=$nvcc_version"
 opts_hash=$(printf '%s' "$opts" | sha256sum | cut -c1-12)
 
-cache=${RAIL_NCCL_CACHE:-/var/cache/nccl-rail}
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-	[ -n "${RAIL_NCCL_CACHE:-}" ] && {
-		say "FAIL: cannot write RAIL_NCCL_CACHE=$cache"
-		exit 1
-	}
-	cache=${XDG_CACHE_HOME:-$HOME/.cache}/nccl-rail
-	mkdir -p "$cache"
-fi
 dir=$cache/nccl-$version-$(printf '%s' "$sha" | cut -c1-16)-$opts_hash
 
 build() {

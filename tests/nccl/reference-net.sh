@@ -45,21 +45,11 @@ cuda_version=$(sed -n 's/^#define CUDART_VERSION *\([0-9]*\).*/\1/p' "$cuinc/cud
 cuda_major=$((cuda_version / 1000))
 cuda_minor=$((cuda_version % 1000 / 10))
 
-sha=$(sha256sum "$tarball" | cut -d' ' -f1)
 key=$( (
 	cat "$here/reference_shim.cc" "$0"
 	"$cxx" --version | head -1
 	echo "$cuda_version"
 ) | sha256sum | cut -c1-12)
-cache=${RAIL_NCCL_CACHE:-/var/cache/nccl-rail}
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-	[ -n "${RAIL_NCCL_CACHE:-}" ] && {
-		say "FAIL: cannot write RAIL_NCCL_CACHE=$cache"
-		exit 1
-	}
-	cache=${XDG_CACHE_HOME:-$HOME/.cache}/nccl-rail
-	mkdir -p "$cache"
-fi
 dir=$cache/netref-$version-$(printf '%s' "$sha" | cut -c1-16)-$key
 
 # NCCL's flags for its host code (makefiles/common.mk), with its include
