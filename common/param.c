@@ -26,7 +26,7 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
                             "(NCCL_SOCKET_IFNAME syntax); empty = automatic"},
     [RAIL_PARAM_NSTREAMS] =
         {"NCCL_RAIL_NSTREAMS", RAIL_PARAM_T_INT, "0", 0, 16,
-         "data TCP streams per rail per connection; 0 = from link speed and cores"},
+         "data TCP streams per rail per connection; 0 = from link speed, cores and round trip"},
     [RAIL_PARAM_INLINE_BYTES] = {"NCCL_RAIL_INLINE_BYTES", RAIL_PARAM_T_INT, "16384", 0, 1 << 20,
                                  "messages up to this size travel inline on the control stream"},
     [RAIL_PARAM_CHUNK_BYTES] = {"NCCL_RAIL_CHUNK_BYTES", RAIL_PARAM_T_INT, "524288", 4096, 64 << 20,

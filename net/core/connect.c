@@ -45,6 +45,10 @@ struct rail_connect {
   const struct rail_transport *t;
   struct rail_conn *starting; /* handed to t, not yet ready */
   int nrails, k, tc;
+  /* 0 while only the control sockets are open and K waits for the first
+   * one's round trip (rail_connect_decide); no hello leaves before. */
+  int decided;
+  int speed_mbps;
   struct rail_iface local[RAIL_MAX_RAILS];
   struct sockaddr_storage peer[RAIL_MAX_RAILS];
   int bind_local[RAIL_MAX_RAILS];
@@ -211,8 +215,10 @@ static void rail_connect_pair(struct rail_connect *cs, int r, const struct rail_
     ((struct sockaddr_in6 *)&cs->peer[r])->sin6_scope_id = (uint32_t)local->ifindex;
 }
 
-/* The control and K data sockets of every rail, each with its hello. */
-static void rail_connect_open_all(struct rail_connect *cs) {
+/* The control and K data sockets of every rail, each with its hello; the
+ * control sockets in keep (one per rail, or NULL) are kept as they are,
+ * connected or not, and only get their hello. */
+static void rail_connect_open_all(struct rail_connect *cs, const struct rail_csock *keep) {
   const struct rail_topo_fp *fp = &cs->fp;
   uint64_t conn_id = cs->conn_id;
 
@@ -229,6 +235,11 @@ static void rail_connect_open_all(struct rail_connect *cs) {
                                       .nrails = (uint8_t)cs->nrails,
                                       .nstreams = (uint8_t)cs->k,
                                       .transport = cs->t->kind};
+      if (keep != NULL && i == 0) {
+        *s = keep[r];
+        rail_wire_hello_encode(&hello, s->hello);
+        continue;
+      }
       memset(s, 0, sizeof(*s)); /* a slot of an earlier try, after rails were left out */
       s->fd = -1;
       s->rail = r;
@@ -273,7 +284,11 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
   cs->nonce = h.nonce;
   cs->nrails = dev->nrails;
   cs->t = rail_connect_transport(dev, &h, cs->peer_str);
-  cs->k = cs->t->data_streams(dev->rails[0].speed_mbps, dev->nrails);
+  cs->speed_mbps = dev->rails[0].speed_mbps;
+  /* A transport with data sockets opens the control sockets alone first:
+   * how many data sockets it wants depends on their round trip. */
+  cs->decided = !cs->t->uses_data_sockets;
+  cs->k = cs->decided ? cs->t->data_streams(cs->speed_mbps, dev->nrails, 0) : 0;
   cs->tc = tc;
   cs->deadline = rail_now_ns() + rail_setup_ms_ns(RAIL_PARAM_CONNECT_TIMEOUT_MS);
   cs->rail_deadline = rail_now_ns() + rail_connect_rail_bound_ns();
@@ -281,7 +296,7 @@ static int rail_connect_begin(const struct rail_device *dev, const struct rail_t
   cs->fp = *fp;
   for (int r = 0; r < cs->nrails; r++)
     rail_connect_pair(cs, r, &dev->rails[r], &h.rails[peer_of[r]], how[r]);
-  rail_connect_open_all(cs);
+  rail_connect_open_all(cs, NULL);
   *out = cs;
   return 0;
 }
@@ -303,6 +318,7 @@ static int rail_connect_sock(struct rail_connect *cs, struct rail_csock *s, uint
     if (rc != 0) return rc;
     s->connected = 1;
   }
+  if (!cs->decided) return 0; /* the hello says K, not known yet */
   while (s->sent < sizeof(s->hello)) {
     ssize_t n =
         send(s->fd, s->hello + s->sent, sizeof(s->hello) - s->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -469,7 +485,35 @@ static int rail_connect_leave_out(struct rail_connect *cs) {
   cs->nrails = n;
   cs->nsocks = 0;
   cs->conn_id++;
-  rail_connect_open_all(cs);
+  rail_connect_open_all(cs, NULL);
+  return 1;
+}
+
+/* K, once a control socket has connected: its handshake's round trip
+ * tells whether one stream's window can cover the rail (stream.h). Past
+ * the rail bound with none connected, K from speed alone, and the rails
+ * are judged as before. Then the data sockets open beside the control
+ * sockets, which are kept, and every hello says K. 1 once decided. */
+static int rail_connect_decide(struct rail_connect *cs, uint64_t now) {
+  struct rail_csock ctl[RAIL_MAX_RAILS];
+  unsigned rtt = 0;
+  int r, k, plain;
+
+  for (r = 0; r < cs->nrails && rtt == 0; r++)
+    if (cs->socks[r].connected) rtt = rail_tcp_rtt_us(cs->socks[r].fd);
+  if (rtt == 0 && now <= cs->rail_deadline) return 0;
+  k = cs->t->data_streams(cs->speed_mbps, cs->nrails, rtt);
+  plain = cs->t->data_streams(cs->speed_mbps, cs->nrails, 0);
+  if (k > plain)
+    RAIL_INFO(RAIL_SUBSYS_NET,
+              "connect on %s to %s: a round trip of %u us at %d Mbps keeps more bytes in flight "
+              "than one stream's window holds: %d data streams per rail, not %d",
+              cs->dev_name, cs->peer_str, rtt, cs->speed_mbps, k, plain);
+  memcpy(ctl, cs->socks, sizeof(ctl[0]) * (size_t)cs->nrails);
+  cs->k = k;
+  cs->decided = 1;
+  cs->nsocks = 0;
+  rail_connect_open_all(cs, ctl);
   return 1;
 }
 
@@ -482,7 +526,8 @@ static int rail_connect_step(struct rail_connect *cs, struct rail_conn **out) {
   if (cs->starting == NULL) {
     int ready = rail_connect_socks(cs);
     if (ready < 0) return ready;
-    if (ready < cs->nsocks) {
+    if (!cs->decided && rail_connect_decide(cs, rail_now_ns())) return 0;
+    if (!cs->decided || ready < cs->nsocks) {
       uint64_t now = rail_now_ns();
       if ((rc = rail_connect_all_refused(cs)) != 0) return rc;
       if (now > cs->rail_deadline && rail_connect_leave_out(cs)) return 0;

@@ -147,3 +147,12 @@ int rail_tcp_discard(int fd, size_t len) {
   }
   return 0;
 }
+
+unsigned rail_tcp_rtt_us(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof(ti);
+
+  memset(&ti, 0, sizeof(ti));
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+  return ti.tcpi_rtt;
+}

@@ -48,6 +48,11 @@ int rail_tcp_connect_start(int fd, const struct sockaddr_storage *to);
 /* 0 once connected, -EINPROGRESS while pending, else the error (never blocks). */
 int rail_tcp_connect_check(int fd);
 
+/* The kernel's estimate of a connected socket's round trip, in
+ * microseconds (TCP_INFO's tcpi_rtt: right after the handshake, the
+ * SYN/SYN-ACK's); 0 when it has none. */
+unsigned rail_tcp_rtt_us(int fd);
+
 /* Blocking; loops over partial transfers and EINTR. */
 int rail_tcp_send_all(int fd, struct iovec *iov, int iovcnt);
 int rail_tcp_recv_all(int fd, void *buf, size_t len);

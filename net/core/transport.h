@@ -87,8 +87,9 @@ struct rail_transport {
   int (*ptr_support)(const char *const *ifnames, int n);
 
   /* ---- connection setup ---- */
-  /* Data sockets per rail that setup opens for a connection (K). */
-  int (*data_streams)(int speed_mbps, int nrails);
+  /* Data sockets per rail that setup opens for a connection (K), for
+   * rails of speed_mbps whose round trip is rtt_us (0: not known yet). */
+  int (*data_streams)(int speed_mbps, int nrails, unsigned rtt_us);
   /* Takes ownership of every fd in setup, whatever it returns. */
   int (*start)(int is_send, const struct rail_setup_rail *setup, int nsetup, const char *peer,
                struct rail_conn **out);

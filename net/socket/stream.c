@@ -14,19 +14,56 @@
 #include "net/socket/sock.h"
 #include "topology/topo.h"
 
-int rail_stream_count(int speed_mbps, int nrails) {
-  long long forced = rail_param_int(RAIL_PARAM_NSTREAMS);
+/* The most streams per rail either rule picks. */
+#define RAIL_STREAM_AUTO_MAX 8
+
+/* The last of the three numbers in /proc/sys/net/ipv4/NAME; 0 if unread. */
+static long long rail_stream_sysctl_max(const char *name) {
+  char path[64];
+  long long lo = 0, def = 0, max = 0;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", name);
+  f = fopen(path, "re");
+  if (f == NULL) return 0;
+  if (fscanf(f, "%lld %lld %lld", &lo, &def, &max) != 3) max = 0;
+  fclose(f);
+  return max;
+}
+
+long long rail_stream_window_bytes(void) {
+  long long forced = rail_param_int(RAIL_PARAM_SOCKBUF_BYTES);
+  long long r, w;
+
+  if (forced > 0) return forced;
+  r = rail_stream_sysctl_max("tcp_rmem");
+  w = rail_stream_sysctl_max("tcp_wmem");
+  if (r <= 0 || w <= 0) return 0;
+  return (r < w ? r : w) / 2;
+}
+
+int rail_stream_count(int speed_mbps, int nrails, unsigned rtt_us) {
+  long long forced = rail_param_int(RAIL_PARAM_NSTREAMS), window;
   cpu_set_t cpus;
   int k, ncpu = 1, cap;
 
   if (forced > 0) return forced > RAIL_MAX_STREAMS ? RAIL_MAX_STREAMS : (int)forced;
   k = (speed_mbps + 19999) / 20000;
   if (k < 2) k = 2;
-  if (k > 8) k = 8;
+  if (k > RAIL_STREAM_AUTO_MAX) k = RAIL_STREAM_AUTO_MAX;
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) ncpu = CPU_COUNT(&cpus);
   cap = ncpu / (2 * (nrails > 0 ? nrails : 1));
   if (cap < 1) cap = 1;
-  return k < cap ? k : cap;
+  if (k > cap) k = cap;
+  window = rtt_us > 0 && speed_mbps > 0 ? rail_stream_window_bytes() : 0;
+  if (window > 0) {
+    /* Mbit/s x us / 8 = bytes in flight to keep the rail busy. */
+    long long bdp = (long long)speed_mbps * rtt_us / 8;
+    long long need = (bdp + window - 1) / window;
+    if (need > RAIL_STREAM_AUTO_MAX) need = RAIL_STREAM_AUTO_MAX;
+    if (need > k) k = (int)need;
+  }
+  return k;
 }
 
 /* The CPUs of the rail's NUMA node that this process may use; 0 if the

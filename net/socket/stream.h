@@ -44,7 +44,19 @@ int rail_stream_recv_payload(struct rail_stream *s, char *dst, size_t len);
 /* Data streams per rail for a rail of speed_mbps (the socket transport's
  * K): NCCL_RAIL_NSTREAMS, or one per 20 Gbps (at least 2, at most 8) but no
  * more than half the CPUs this process may use spread over the rails,
- * since each stream is a thread on both ends. */
-int rail_stream_count(int speed_mbps, int nrails);
+ * since each stream is a thread on both ends. A long link raises it: where
+ * the rail's bandwidth-delay product (speed_mbps over rtt_us, the control
+ * stream's handshake; 0 not known) is more than one stream's window
+ * (rail_stream_window_bytes), as many streams as carry it, at most 8,
+ * whatever the CPUs: a stream that waits for its window to open costs no
+ * CPU, and one stream alone would leave the rail idle. */
+int rail_stream_count(int speed_mbps, int nrails, unsigned rtt_us);
+
+/* The bytes one TCP stream may have in flight: NCCL_RAIL_SOCKBUF_BYTES
+ * where set (the buffers setup asks for), else half the smaller of the
+ * most Linux's auto-tuning gives a socket to receive and to send
+ * (net.ipv4.tcp_rmem and tcp_wmem, last fields), half because the kernel
+ * keeps about that share of a buffer for its own bookkeeping; 0 if unknown. */
+long long rail_stream_window_bytes(void);
 
 #endif

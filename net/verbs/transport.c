@@ -52,7 +52,7 @@ struct rail_vt_comm {
 static struct rail_vt_comm *rail_vt_comm(struct rail_conn *c) { return (struct rail_vt_comm *)c; }
 
 /* Queue pairs need no data sockets. */
-static int rail_vt_data_streams(int speed_mbps, int nrails) { return 0; }
+static int rail_vt_data_streams(int speed_mbps, int nrails, unsigned rtt_us) { return 0; }
 
 /* Closes every socket setup handed over but `keep` (-1: none). */
 static void rail_vt_close_setup(const struct rail_setup_rail *setup, int nsetup, int keep) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# against.sh KIND REFDIR [--rate MBIT] [--rtt MS] [--rails 1|2] [BENCH OPTIONS...]:
+# against.sh KIND REFDIR [--rate MBIT] [--rtt MS] [--rails 1|2] [--tcp-mem BYTES]
+#            [BENCH OPTIONS...]:
 # `nccl-rail bench --against ncclsocket` across the namespace rig
 # (dualrail.sh): rank 0 in node A, rank 1 in node B, the rails shaped with
-# tbf to MBIT each and delayed with netem so that a round trip takes MS
-# (half on each end's egress), where the number of streams and their
+# tbf to MBIT each and delayed so that a round trip takes MS (half each
+# way, by dualrail.sh's delay links), where the number of streams and their
 # windows decide throughput rather than the CPU (issue 35). Prints bench's
 # table (rank 0's stdout); rank 1's stderr goes to stderr on failure.
 #   KIND     ncclsocket (NCCL's IB transport needs RDMA: tests/rig/rxe)
@@ -11,17 +12,23 @@
 #   --rails 1: r0 only, nccl-rail and NCCL Socket on one NIC each;
 #   --rails 2: nccl-rail fused over r0,r1 against NCCL Socket on r0 (NCCL's
 #     socket transport has no fusion of its own: one connection per NIC).
+#   --tcp-mem BYTES: the most a TCP socket of either node may buffer (the
+#     last field of net.ipv4.tcp_rmem and tcp_wmem in both namespaces), so
+#     that one stream's window, not the rail, limits it: a scale model of a
+#     fast NIC on a long link, where the rail's bandwidth-delay product is
+#     several times the 4-6 MiB that Linux lets one stream have.
 # NCCL Socket's own tunables (NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD)
-# pass through from the environment to both ranks.
+# and NCCL_RAIL_NSTREAMS pass through from the environment to both ranks.
 # Exit: bench's (0 measured), 77 no namespace rig here.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 kind=$1 refdir=$2
 shift 2
-rate=400 rtt=1 rails=1
+rate=400 rtt=1 rails=1 tcp_mem=0
 while (($#)); do
   case $1 in
   --rate) rate=$2 ;;
+  --tcp-mem) tcp_mem=$2 ;;
   --rtt) rtt=$2 ;;
   --rails) rails=$2 ;;
   *) break ;;
@@ -45,8 +52,17 @@ shape=(--rate0 "$rate" --rate1 "$rate")
 [[ $delay == 0 ]] || shape+=(--delay "$delay")
 bash "$here/dualrail.sh" --name "$rig" up "${shape[@]}" || rc=$?
 ((rc == 0)) || exit "$rc"
+if ((tcp_mem > 0)); then
+  for node in a b; do
+    for v in tcp_rmem tcp_wmem; do
+      read -r lo def _ <"/proc/sys/net/ipv4/$v"
+      ((def > tcp_mem)) && def=$tcp_mem
+      ip netns exec "$rig$node" sysctl -qw "net.ipv4.$v=$lo $def $tcp_mem"
+    done
+  done
+fi
 pass=()
-for v in NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD NCCL_DEBUG; do
+for v in NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD NCCL_RAIL_NSTREAMS NCCL_DEBUG; do
   [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
 done
 run() { # run NODE ARGS...
@@ -63,10 +79,13 @@ ra=0 rb=0
 wait "$pa" || ra=$?
 ((ra == 0)) || { sleep 3; kill -TERM "$pb" 2>/dev/null || true; }
 wait "$pb" || rb=$?
-echo "rig: $rails rail(s) of $rate Mbit/s, round trip $rtt ms (netem $delay ms each way)"
+echo "rig: $rails rail(s) of $rate Mbit/s, round trip $rtt ms ($delay ms each way)$( ((tcp_mem > 0)) && echo ", TCP buffers at most $tcp_mem bytes")"
+for v in NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD NCCL_RAIL_NSTREAMS; do
+  [[ -n ${!v:-} ]] && echo "$v=${!v}"
+done
 cat "$tmp/a.out"
 if ((ra != 0 || rb != 0)); then
   echo "against.sh: rank 0 exit $ra, rank 1 exit $rb" >&2
-  tail -20 "$tmp/a.err" "$tmp/b.err" >&2
+  tail -n 20 "$tmp/a.err" "$tmp/b.err" >&2
   exit 1
 fi

@@ -6,23 +6,30 @@
 #           r1 10.201.2.1/24 <------ rail 1 ------> r1 10.201.2.2/24
 #
 # Each rail can be shaped to a rate with tc tbf on the egress of both ends
-# (and delayed with netem, where the kernel has sch_netem), so that the rail,
+# (and, built with --delay, be a pair of TAP devices joined by a userspace
+# link that delays every frame: tests/rig/rig_delaylink.c), so that the rail,
 # not the CPU, is the bottleneck and the plugin's striping can be measured
 # against a known rate R.
 #
 # Usage: dualrail.sh [--name NAME] COMMAND [ARGS]
 #   up [--rate0 MBIT] [--rate1 MBIT] [--delay MS] [--mtu BYTES]
-#                    create the rig NAME (default rrig) and leave it up
-#   shape [--rate0 MBIT] [--rate1 MBIT] [--delay MS]
+#                    create the rig NAME (default rrig) and leave it up;
+#                    --delay: each frame takes MS longer one way (MS may
+#                    be fractional; a round trip gains 2 x MS)
+#   shape [--rate0 MBIT] [--rate1 MBIT]
 #                    reshape a rig that is up; 0 Mbit/s means unshaped
 #   down             delete the rig NAME
 #   exec a|b CMD...  run CMD inside node A or B of the rig NAME
 #   status           addresses, qdiscs and byte counters of the rig NAME
 # Commands that build their own rig (a unique name unless --name is given)
 # and delete it on exit, whatever happens:
-#   selftest [--rate MBIT] [--secs S]  iperf3 per rail and on both rails: the
-#                    shaping delivers what it promises (exit 1 if not)
+#   selftest [--rate MBIT] [--secs S] [--delay MS]  iperf3 per rail and on
+#                    both rails: the shaping delivers what it promises, and
+#                    a delayed rail's round trip is 2 x MS (exit 1 if not)
 #   run-abi          the ABI harness scenarios, receiver in A, sender in B
+#   run-longlink     rails with a 10 ms round trip and 256 KiB socket buffers:
+#                    the connecting side opens as many data streams as the
+#                    bandwidth-delay product needs, and the bench completes
 #   run-deadport     a third port on each node, up with only an IPv6
 #                    link-local address and reaching nothing: left out of
 #                    the rail group (topo, doctor say why), and the ABI
@@ -30,8 +37,9 @@
 #   run-deadrail     rail 1 carries nothing from the start: every connection
 #                    leaves it out within NCCL_RAIL_CONNECT_RAIL_MS, both
 #                    nodes say so, and the harness's sizes scenario passes
-#   run-bench        nccl-rail bench across the rig: completes, and both rails
-#                    carry a substantial share of the bytes
+#   run-bench [--vnic]  nccl-rail bench across the rig: completes, and both
+#                    rails carry a substantial share of the bytes; --vnic:
+#                    over NCCL's merged device (NCCL_RAIL_FUSE=0, makeVDevice)
 #   run-failover [--node a|b] [--rail 0|1|all] [--how down|blackhole]
 #                [--rate MBIT] [--secs S] [--bound S] [--require-survive]
 #                    take one rail down in the middle of a transfer: the
@@ -142,39 +150,51 @@ tbf_args() {
   printf 'rate %smbit burst %s limit %s' "$1" "$burst" "$limit"
 }
 
-# netem NODE DEV DELAY_MS WHERE...: a fixed delay on DEV's egress.
-netem() {
-  local node=$1 dev=$2 delay=$3
-  shift 3
-  in_ns "$node" tc qdisc add dev "$dev" "$@" handle 10: netem delay "${delay}ms" limit 100000 ||
-    die "cannot add a netem delay on $dev (is sch_netem in this kernel?)"
-}
-
-# shape_dev NODE DEV MBIT DELAY_MS: egress shaping of one end of a rail.
+# shape_dev NODE DEV MBIT: egress shaping of one end of a rail.
 shape_dev() {
-  local node=$1 dev=$2 mbit=$3 delay=$4
+  local node=$1 dev=$2 mbit=$3
   local -a tbf
   read -r -a tbf <<<"$(tbf_args "$mbit")"
   in_ns "$node" tc qdisc del dev "$dev" root 2>/dev/null || true
   if ((mbit > 0)); then
     in_ns "$node" tc qdisc add dev "$dev" root handle 1: tbf "${tbf[@]}"
-    # netem under tbf: packets wait DELAY, then leave at the rate.
-    [[ $delay == 0 ]] || netem "$node" "$dev" "$delay" parent 1:1
-  elif [[ $delay != 0 ]]; then
-    netem "$node" "$dev" "$delay" root
   fi
 }
 
-# rig_shape RATE0 RATE1 DELAY_MS: shape both ends of both rails.
+# rig_shape RATE0 RATE1: shape both ends of both rails.
 rig_shape() {
-  local rates=("$1" "$2") delay=$3 r node
+  local rates=("$1" "$2") r node
   for r in 0 1; do
     for node in a b; do
-      shape_dev "$node" "${rails[$r]}" "${rates[$r]}" "$delay"
+      shape_dev "$node" "${rails[$r]}" "${rates[$r]}"
     done
   done
 }
 
+# delay_link R DELAY_MS MTU: rail R as two TAP devices, one in each node,
+# joined by rig_delaylink, which carries every frame DELAY_MS later. Not
+# netem: the kernels this runs on (CI's among them) have no sch_netem and
+# load no modules, and one mechanism everywhere gives the same figures
+# everywhere. The link runs detached until `down` kills the processes of
+# the rig's namespaces (it lives in node B's).
+delay_link() {
+  local r=$1 delay=$2 mtu=$3 link us i out
+  link=$(need_bin rig_delaylink)
+  us=$(awk -v d="$delay" 'BEGIN { printf "%d", d * 1000 + 0.5 }')
+  out=/tmp/$rig_name.${rails[$r]}.delaylink
+  setsid "$link" --ns-a "$(ns_of a)" --ns-b "$(ns_of b)" --dev "${rails[$r]}" --delay-us "$us" \
+    --mtu "$mtu" >"$out" 2>"$out.err" </dev/null &
+  local pid=$!
+  for ((i = 0; i < 50; i++)); do
+    grep -q ready "$out" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || die "rig_delaylink for ${rails[$r]} failed: $(cat "$out.err")"
+    sleep 0.1
+  done
+  die "rig_delaylink for ${rails[$r]} not ready after 5 s"
+}
+
+# rig_up RATE0 RATE1 DELAY_MS MTU: a veth pair per rail, or a delay link
+# per rail when DELAY_MS (one way) is not 0; tbf on every end.
 rig_up() {
   local rate0=$1 rate1=$2 delay=$3 mtu=$4 r node
   local nsa nsb
@@ -183,9 +203,13 @@ rig_up() {
   ip netns add "$nsa"
   ip netns add "$nsb"
   for r in 0 1; do
-    # Created directly inside the namespaces: the names never exist on the
-    # host, so parallel rigs cannot collide on them.
-    ip link add "${rails[$r]}" netns "$nsa" type veth peer name "${rails[$r]}" netns "$nsb"
+    if [[ $delay == 0 ]]; then
+      # Created directly inside the namespaces: the names never exist on
+      # the host, so parallel rigs cannot collide on them.
+      ip link add "${rails[$r]}" netns "$nsa" type veth peer name "${rails[$r]}" netns "$nsb"
+    else
+      delay_link "$r" "$delay" "$mtu"
+    fi
     for node in a b; do
       in_ns "$node" ip link set "${rails[$r]}" mtu "$mtu"
       in_ns "$node" ip addr add "$(addr "$node" "$r")/24" dev "${rails[$r]}"
@@ -195,7 +219,7 @@ rig_up() {
   for node in a b; do
     in_ns "$node" ip link set lo up
   done
-  rig_shape "$rate0" "$rate1" "$delay"
+  rig_shape "$rate0" "$rate1"
   rig_wait_up
 }
 
@@ -211,7 +235,9 @@ rig_wait_up() {
         state+=$(in_ns "$node" cat "/sys/class/net/${rails[$r]}/operstate")" "
       done
     done
-    [[ $state == "up up up up " ]] && return 0
+    # A TAP device (a delay link's end) says "unknown": it has no carrier
+    # of its own to report, and the plugin takes it as up, as it should.
+    [[ $(sed 's/unknown/up/g' <<<"$state") == "up up up up " ]] && return 0
     sleep 0.1
   done
   die "rails not up after 5 s (operstate: $state)"
@@ -227,6 +253,7 @@ rig_down() {
       ip netns del "$ns"
     fi
   done
+  rm -f "/tmp/$rig_name".r?.delaylink "/tmp/$rig_name".r?.delaylink.err
 }
 
 # rig_own: build a rig of our own for this command (unique name unless one
@@ -299,8 +326,54 @@ verdict() {
   fi
 }
 
+# tcp_rtt RAIL: the median of 20 round trips of 8 bytes over one TCP_NODELAY
+# connection from node A to node B on RAIL, idle otherwise, in ms.
+tcp_rtt() {
+  local port=$((5301 + $1))
+  # shellcheck disable=SC2016
+  local prog='
+import socket, sys, time
+if sys.argv[1] == "serve":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((sys.argv[2], int(sys.argv[3]))); l.listen(1); l.settimeout(10)
+    c, _ = l.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        d = c.recv(8)
+        if not d: break
+        c.sendall(d)
+else:
+    c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=10)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    t = []
+    for i in range(20):
+        a = time.perf_counter(); c.sendall(b"x" * 8); c.recv(8); t.append(time.perf_counter() - a)
+    print("%.3f" % (sorted(t)[10] * 1e3))
+'
+  in_ns b timeout 20 python3 -c "$prog" serve "$(addr b "$1")" "$port" &
+  local srv=$!
+  wait_listen b "$port"
+  in_ns a timeout 15 python3 -c "$prog" ping "$(addr b "$1")" "$port"
+  wait "$srv" || true
+}
+
+# rtt_verdict RAIL DELAY_MS: an idle round trip on RAIL takes the two
+# delays and less than 1 ms more.
+rtt_verdict() {
+  local got want_lo want_hi
+  got=$(tcp_rtt "$1")
+  want_lo=$(bc <<<"2*$2")
+  want_hi=$(bc <<<"2*$2+1")
+  if python3 -c 'import sys; g, lo, hi = map(float, sys.argv[1:]); sys.exit(0 if lo <= g <= hi else 1)' \
+    "$got" "$want_lo" "$want_hi"; then
+    printf 'PASS %-40s %8.2f ms in [%s, %s]\n' "round trip of delayed rail $1" "$got" "$want_lo" "$want_hi"
+  else
+    printf 'FAIL %-40s %8.2f ms not in [%s, %s]\n' "round trip of delayed rail $1" "$got" "$want_lo" "$want_hi"
+    return 1
+  fi
+}
+
 cmd_selftest() {
-  local rate=400 secs=5 mtu=$default_mtu
+  local rate=400 secs=5 mtu=$default_mtu delay=0
   while (($#)); do
     case $1 in
       --mtu)
@@ -315,12 +388,20 @@ cmd_selftest() {
         secs=$2
         shift 2
         ;;
+      --delay)
+        delay=$2
+        shift 2
+        ;;
       *) die "selftest: unknown option $1" ;;
     esac
   done
   command -v iperf3 >/dev/null || die "selftest needs iperf3"
-  rig_own "$rate" "$rate" 0 "$mtu"
+  rig_own "$rate" "$rate" "$delay" "$mtu"
   local fail=0 m0 m1 both half
+  if [[ $delay != 0 ]]; then
+    rtt_verdict 0 "$delay" || fail=1
+    rtt_verdict 1 "$delay" || fail=1
+  fi
   m0=$(iperf_rails "$secs" 0)
   m1=$(iperf_rails "$secs" 1)
   both=$(iperf_rails "$secs" 0 1 | paste -sd+ | bc)
@@ -330,7 +411,7 @@ cmd_selftest() {
   verdict "iperf3 both rails at R=$rate" "$both" "$(bc <<<"$rate*2*0.93")" || fail=1
   # The shaping must also cap: a rail that delivers far above R is not shaped.
   verdict "iperf3 rail 0 capped at R=$rate" "$(bc <<<"$rate*1.05")" "$m0" || fail=1
-  rig_shape "$rate" $((rate / 2)) 0
+  rig_shape "$rate" $((rate / 2))
   half=$(iperf_rails "$secs" 0 1 | paste -sd+ | bc)
   log "iperf3: rails at R and R/2, both at once ${half} Mbit/s"
   verdict "iperf3 rails at R, R/2" "$half" "$(bc <<<"$rate*1.5*0.93")" || fail=1
@@ -358,6 +439,9 @@ json_get() {
 # rank 0 (listens, receives, prints) in A and rank 1 (sends) in B. The JSON
 # lands in $rig_tmp/TAG.json and each rank's stderr in TAG.a.err / TAG.b.err;
 # the bytes each rail of B sent during the run in TAG.tx ("r0 r1").
+# pair_env (VAR=VALUE...) and pair_args (bench options) go to both ranks.
+pair_env=()
+pair_args=()
 bench_pair() {
   local ifnames=$1 tag=$2
   shift 2
@@ -365,12 +449,12 @@ bench_pair() {
   bench=$(need_bin nccl-rail)
   rm -f "$handle"
   read -r tx0 tx1 <<<"$(rails_tx b)"
-  in_ns a env NCCL_RAIL_IFNAMES="$ifnames" timeout -k 5 "$bench_limit" \
-    "$bench" bench --listen --handle-file "$handle" --json "$@" \
+  in_ns a env NCCL_RAIL_IFNAMES="$ifnames" "${pair_env[@]}" timeout -k 5 "$bench_limit" \
+    "$bench" bench --listen --handle-file "$handle" --json "${pair_args[@]}" "$@" \
     >"$rig_tmp/$tag.json" 2>"$rig_tmp/$tag.a.err" &
   pa=$!
-  in_ns b env NCCL_RAIL_IFNAMES="$ifnames" timeout -k 5 "$bench_limit" \
-    "$bench" bench --connect "$handle" >/dev/null 2>"$rig_tmp/$tag.b.err" &
+  in_ns b env NCCL_RAIL_IFNAMES="$ifnames" "${pair_env[@]}" timeout -k 5 "$bench_limit" \
+    "$bench" bench --connect "$handle" "${pair_args[@]}" >/dev/null 2>"$rig_tmp/$tag.b.err" &
   pb=$!
   wait "$pa" || rca=$?
   if ((rca != 0)); then
@@ -485,7 +569,7 @@ cmd_perf() {
   [[ -n $one ]] || die "no figures in the bench output (one)"
   log "rail 0 only (NCCL_RAIL_IFNAMES=r0): $rows"
 
-  rig_shape "$rate" $((rate / 2)) 0
+  rig_shape "$rate" $((rate / 2))
   bench_runs r0,r1 half "$repeat" "${opts[@]}" || return 1
   { read -r half && read -r rows; } < <(bench_summary half "$repeat")
   [[ -n $half ]] || die "no figures in the bench output (half)"
@@ -503,7 +587,22 @@ cmd_perf() {
 # rails: each carries at least 30% of the bytes (half, on equal rails).
 cmd_run_bench() {
   local rate=1000 fail=0
-  [[ ${1:-} == --rate ]] && rate=$2
+  while (($#)); do
+    case $1 in
+      --rate)
+        rate=$2
+        shift 2
+        ;;
+      --vnic)
+        # NCCL's fusion in place of nccl-rail's: one device per NIC, merged
+        # by the plugin's makeVDevice as NCCL's core merges them.
+        pair_env=(NCCL_RAIL_FUSE=0)
+        pair_args=(--merge)
+        shift
+        ;;
+      *) die "run-bench: unknown option $1" ;;
+    esac
+  done
   rig_own "$rate" "$rate" 0 "$default_mtu"
   bench_pair r0,r1 run --min-bytes 64K --max-bytes 16M --step 4 --seconds 0.5 \
     --no-iperf3 --lat-iters 500 || return 1
@@ -524,6 +623,38 @@ cmd_run_bench() {
     echo "PASS striping: r0 $((t0 * 100 / total))%, r1 $((t1 * 100 / total))% of $total bytes"
   fi
   return "$fail"
+}
+
+# run-longlink: both rails 5 ms each way (10 ms round trip) and every TCP
+# socket's buffers capped at 256 KiB in both nodes, so that one stream's
+# window holds a tenth of what a rail keeps in flight: the connecting side
+# must open more data streams per rail than link speed and cores alone
+# give, say so, and the bench across the rig must complete on them.
+cmd_run_longlink() {
+  local node v lo def _ k plain got
+  rig_own 400 400 5 "$default_mtu"
+  for node in a b; do
+    for v in tcp_rmem tcp_wmem; do
+      read -r lo def _ <"/proc/sys/net/ipv4/$v"
+      in_ns "$node" sysctl -qw "net.ipv4.$v=$lo $((def < 262144 ? def : 262144)) 262144"
+    done
+  done
+  pair_env=(NCCL_DEBUG=INFO NCCL_RAIL_NSTREAMS=0)
+  bench_pair r0,r1 long --min-bytes 1M --max-bytes 1M --seconds 0.5 --rounds 1 --no-twoway \
+    --no-iperf3 --lat-iters 20 || return 1
+  read -r k plain < <(sed -n 's/.*than one stream.s window holds: \([0-9]*\) data streams per rail, not \([0-9]*\).*/\1 \2/p' \
+    "$rig_tmp/long.b.err" | head -1) || true
+  got=$(json_get "$rig_tmp/long.json" 'j["raw_streams"]')
+  log "long link: connect says K=${k:-?} (speed and cores alone: ${plain:-?}); the comm opened $got data streams over 2 rails"
+  if [[ -z ${k:-} ]] || ((k <= plain)); then
+    echo "FAIL the connecting side kept the data streams of a short link on a 10 ms round trip"
+    return 1
+  fi
+  if ((got != 2 * k)); then
+    echo "FAIL the comm opened $got data streams, not 2 rails x $k"
+    return 1
+  fi
+  echo "PASS long link: $k data streams per rail (not $plain), and the bench completed on them"
 }
 
 # rig_sizes HARNESS [VAR=VALUE...]: the harness's v12 sizes scenario with
@@ -1047,7 +1178,7 @@ main() {
       log "rig $rig_name is up: 'dualrail.sh --name $rig_name exec a|b CMD', then 'down'"
       ;;
     shape)
-      local rate0=0 rate1=0 delay=0
+      local rate0=0 rate1=0
       while (($#)); do
         case $1 in
           --rate0)
@@ -1058,14 +1189,11 @@ main() {
         rate1=$2
         shift 2
         ;;
-          --delay)
-        delay=$2
-        shift 2
-        ;;
+          --delay) die "shape: a rail's delay is its link's, set by 'up --delay'" ;;
           *) die "shape: unknown option $1" ;;
         esac
       done
-      rig_shape "$rate0" "$rate1" "$delay"
+      rig_shape "$rate0" "$rate1"
       ;;
     down) rig_down ;;
     exec)
@@ -1084,6 +1212,10 @@ main() {
     perf)
       rig_require
       cmd_perf "$@"
+      ;;
+    run-longlink)
+      rig_require
+      cmd_run_longlink "$@"
       ;;
     run-bench)
       rig_require

@@ -80,6 +80,7 @@ struct bench_opts {
   int window, streams, lat_iters, raw, iperf3, iperf3_secs, twoway, rounds;
   int against, ref_dev; /* --against KIND (BENCH_AGAINST_*), --ref-dev (-1: --dev) */
   int ref_merge;        /* --ref-merge: the reference's devices fused by its makeVDevice */
+  int merge;            /* --merge: the plugin's devices fused by its makeVDevice */
   const char *against_path;
 };
 
@@ -152,6 +153,7 @@ int rail_bench_agree_iters(struct bench *b, int si, uint64_t pilot, double t);
 
 /* bench_plugin.c: the plugin's side. */
 int rail_bench_plugin_up(struct bench *b);
+int rail_bench_merge(struct bench *b, const char *who, int ndev, int *dev);
 int rail_bench_connect_plugin(struct bench *b, int32_t *plugin_socks);
 int rail_bench_plugin_run(struct bench *b, int si, int twoway, double *secs);
 int rail_bench_plugin_latency(struct bench *b, double out[3]);

@@ -50,32 +50,6 @@ static int bench_ref_path(const struct bench *b, char *out, size_t len) {
   return 0;
 }
 
-/* --ref-merge: NCCL's own NIC fusion, a virtual device over every device
- * the reference found, made the way NCCL's core makes one when
- * NCCL_NET_MERGE_LEVEL allows (the table's makeVDevice); *dev is the new
- * device's index. */
-static int bench_ref_merge(struct bench *b, int ndev, int *dev) {
-  const ncclNet_v11_t *t = b->nd.table;
-  ncclNetVDeviceProps_v9_t vp;
-  int rc;
-
-  memset(&vp, 0, sizeof(vp));
-  if (t->makeVDevice == NULL || ndev < 2) {
-    fprintf(stderr, "nccl-rail bench: %s cannot merge devices (%d found%s)\n",
-            rail_bench_baseline_label(b), ndev, t->makeVDevice ? "" : ", no makeVDevice");
-    return -ENODEV;
-  }
-  for (int i = 0; i < ndev && vp.ndevs < 4; i++)
-    vp.devs[vp.ndevs++] = i;
-  rc = t->makeVDevice(dev, &vp);
-  if (rc != ncclSuccess) {
-    fprintf(stderr, "nccl-rail bench: %s's makeVDevice over %d devices failed: %d\n",
-            rail_bench_baseline_label(b), vp.ndevs, rc);
-    return -EIO;
-  }
-  return 0;
-}
-
 /* Opens, binds (v11), initialises and describes the reference's device
  * --ref-dev (default --dev). */
 int rail_bench_ref_up(struct bench *b) {
@@ -89,7 +63,8 @@ int rail_bench_ref_up(struct bench *b) {
   rc = b->dl == NULL ? -ENOENT : rail_nd_bind(&b->nd, b->dl, 11);
   if (rc == 0) rc = rail_nd_init(&b->nd) == ncclSuccess ? 0 : -EIO;
   if (rc == 0 && rail_nd_devices(&b->nd, &ndev) != ncclSuccess) rc = -EIO;
-  if (rc == 0 && b->opt.ref_merge) rc = bench_ref_merge(b, ndev, &dev);
+  if (rc == 0 && b->opt.ref_merge)
+    rc = rail_bench_merge(b, rail_bench_baseline_label(b), ndev, &dev);
   if (rc == 0 && dev >= ndev + (b->opt.ref_merge ? 1 : 0)) {
     fprintf(stderr, "nccl-rail bench: %s (%s) has %d devices; device %d is not one of them\n",
             rail_bench_baseline_label(b), path, ndev, dev);

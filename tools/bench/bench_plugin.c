@@ -11,6 +11,32 @@
 /* The plugin's own v11 table, linked in from the static library. */
 extern const ncclNet_v11_t ncclNetPlugin_v11;
 
+/* --merge and --ref-merge: one virtual device over every device of the
+ * plugin whose table is in b->nd, made by its makeVDevice as NCCL's core
+ * makes one where NCCL_NET_MERGE_LEVEL allows (NCCL's NIC fusion); *dev is
+ * the new device's index. WHO names the plugin in errors. */
+int rail_bench_merge(struct bench *b, const char *who, int ndev, int *dev) {
+  const ncclNet_v11_t *t = b->nd.table;
+  ncclNetVDeviceProps_v9_t vp;
+  int rc;
+
+  memset(&vp, 0, sizeof(vp));
+  if (t->makeVDevice == NULL || ndev < 2) {
+    fprintf(stderr, "nccl-rail bench: %s cannot merge devices (%d found%s)\n", who, ndev,
+            t->makeVDevice ? "" : ", no makeVDevice");
+    return -ENODEV;
+  }
+  for (int i = 0; i < ndev && vp.ndevs < 4; i++)
+    vp.devs[vp.ndevs++] = i;
+  rc = t->makeVDevice(dev, &vp);
+  if (rc != ncclSuccess) {
+    fprintf(stderr, "nccl-rail bench: %s's makeVDevice over %d devices failed: %d\n", who, vp.ndevs,
+            rc);
+    return -EIO;
+  }
+  return 0;
+}
+
 int rail_bench_plugin_up(struct bench *b) {
   int ndev = 0, rc;
 
@@ -26,6 +52,12 @@ int rail_bench_plugin_up(struct bench *b) {
   rc = rail_nd_init(&b->nd);
   if (rc != ncclSuccess) return -EIO;
   rc = rail_nd_devices(&b->nd, &ndev);
+  if (rc == ncclSuccess && b->opt.merge) {
+    /* NCCL_RAIL_FUSE=0 leaves one device per NIC, for NCCL to fuse. */
+    rc = rail_bench_merge(b, "nccl-rail", ndev, &b->opt.dev);
+    if (rc != 0) return rc;
+    ndev++;
+  }
   if (rc != ncclSuccess || ndev < 1 || b->opt.dev >= ndev) {
     fprintf(stderr,
             "nccl-rail bench: the plugin has %d devices; device %d is not one of them"

@@ -44,6 +44,8 @@ static void bench_usage(FILE *out) {
                "  --ref-dev N          the reference's device (default: --dev)\n"
                "  --ref-merge          the reference on one virtual device over all of its\n"
                "                       devices, made by its own makeVDevice (NCCL's NIC fusion)\n"
+               "  --merge              the plugin likewise: with NCCL_RAIL_FUSE=0, NCCL's fusion\n"
+               "                       of nccl-rail's devices in place of nccl-rail's own"
                "\n"
                "  two hosts or namespaces:\n"
                "  --listen             be rank 0: wait for a peer on an out-of-band TCP port\n"
@@ -93,7 +95,8 @@ enum {
   B_PLUGIN,
   B_AGAINST,
   B_REF_DEV,
-  B_REF_MERGE
+  B_REF_MERGE,
+  B_MERGE
 };
 
 static const struct option bench_longopts[] = {
@@ -121,6 +124,7 @@ static const struct option bench_longopts[] = {
     {"against", required_argument, NULL, B_AGAINST},
     {"ref-dev", required_argument, NULL, B_REF_DEV},
     {"ref-merge", no_argument, NULL, B_REF_MERGE},
+    {"merge", no_argument, NULL, B_MERGE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -177,6 +181,9 @@ static int bench_option(int c, const char *v, struct bench_opts *o) {
     return -EINVAL;
   case B_REF_MERGE:
     o->ref_merge = 1;
+    return 0;
+  case B_MERGE:
+    o->merge = 1;
     return 0;
   case B_REF_DEV:
     return rail_cli_int("bench", name, v, 0, 1023, &o->ref_dev);

@@ -128,7 +128,7 @@ static void doctor_fd_limit(struct rail_doctor *d, const struct rail_topo *t) {
       nrails = t->groups[g].nnics;
       speed = t->nics[t->groups[g].nics[0]].speed_mbps;
     }
-  k = rail_transport_fallback()->data_streams(speed, nrails);
+  k = rail_transport_fallback()->data_streams(speed, nrails, 0);
   need = rail_setup_fds_needed(nrails, k);
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need)

@@ -628,7 +628,7 @@ static int run_transport(int is_sender, int fd, const char *devs) {
          rail_vt_speed_mbps(ifnames, nl));
   if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) FAIL("O_NONBLOCK");
   setup[0].ctl_fd = fd;
-  if (t->data_streams(10000, nl) != 0) FAIL("verbs asks setup for data sockets");
+  if (t->data_streams(10000, nl, 0) != 0) FAIL("verbs asks setup for data sockets");
   if (t->start(is_sender, setup, nl, is_sender ? "receiver" : "sender", &vc) != 0) FAIL("start");
   if (vc->t != t) FAIL("not a verbs comm");
   while ((rc = t->step(vc)) == -EAGAIN)

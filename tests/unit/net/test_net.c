@@ -1318,19 +1318,45 @@ TEST(test_nstreams) {
   int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), k;
 
   nt_env("NCCL_RAIL_NSTREAMS", "3");
-  CHECK_EQ_INT(rail_stream_count(10000, 1), 3);
-  CHECK_EQ_INT(rail_stream_count(400000, 4), 3);
+  CHECK_EQ_INT(rail_stream_count(10000, 1, 0), 3);
+  CHECK_EQ_INT(rail_stream_count(400000, 4, 0), 3);
+  /* Forced is forced, on a long link too. */
+  CHECK_EQ_INT(rail_stream_count(10000, 1, 10000), 3);
   nt_env("NCCL_RAIL_NSTREAMS", "0");
   /* One per 20 Gbps, 2..8, but at most half the CPUs over the rails. */
-  k = rail_stream_count(100000, 1);
+  k = rail_stream_count(100000, 1, 0);
   CHECK(k >= 1 && k <= 8);
   CHECK(k <= (ncpu / 2 > 0 ? ncpu / 2 : 1));
   if (ncpu >= 16) {
-    CHECK_EQ_INT(rail_stream_count(100000, 1), 5);
-    CHECK_EQ_INT(rail_stream_count(10000, 1), 2);
-    CHECK_EQ_INT(rail_stream_count(400000, 1), 8);
+    CHECK_EQ_INT(rail_stream_count(100000, 1, 0), 5);
+    CHECK_EQ_INT(rail_stream_count(10000, 1, 0), 2);
+    CHECK_EQ_INT(rail_stream_count(400000, 1, 0), 8);
   }
-  CHECK(rail_stream_count(400000, 4) <= k);
+  CHECK(rail_stream_count(400000, 4, 0) <= k);
+  nt_env("NCCL_RAIL_NSTREAMS", "2");
+}
+
+/* A long link: where one stream's window cannot hold the rail's
+ * bandwidth-delay product, as many streams as can, at most 8, whatever the
+ * CPUs; a short one keeps the speed rule's count. */
+TEST(test_nstreams_long_link) {
+  int plain;
+
+  nt_env("NCCL_RAIL_NSTREAMS", "0");
+  nt_env("NCCL_RAIL_SOCKBUF_BYTES", "1000000");
+  CHECK_EQ_INT((int)rail_stream_window_bytes(), 1000000);
+  plain = rail_stream_count(10000, 1, 0);
+  /* 10 Gbps x 100 us = 125 kB: one window holds it. */
+  CHECK_EQ_INT(rail_stream_count(10000, 1, 100), plain);
+  /* 10 Gbps x 2 ms = 2.5 MB: three windows of 1 MB. */
+  CHECK_EQ_INT(rail_stream_count(10000, 1, 2000), plain > 3 ? plain : 3);
+  /* 10 Gbps x 10 ms = 12.5 MB: 13 windows, at most 8 streams. */
+  CHECK_EQ_INT(rail_stream_count(10000, 4, 10000), 8);
+  /* A speed nobody knows raises nothing. */
+  CHECK_EQ_INT(rail_stream_count(0, 1, 10000), rail_stream_count(0, 1, 0));
+  /* Without a forced size, the kernel's: half the smaller maximum. */
+  nt_env("NCCL_RAIL_SOCKBUF_BYTES", "0");
+  CHECK(rail_stream_window_bytes() > 0);
   nt_env("NCCL_RAIL_NSTREAMS", "2");
 }
 
@@ -1387,4 +1413,4 @@ RAIL_TEST_MAIN(test_ifnames_match, test_select_tiers, test_discover_live,
                test_two_rails_stripe, test_two_rails_adapt, test_two_rails_small, test_eight_rails,
                test_ipv6_rails_past_the_handle, test_version_mismatch, test_close_states,
                test_ipv6_and_traffic_class, test_pinning, test_nap_policy, test_nap_wakes,
-               test_nstreams, test_make_vdevice)
+               test_nstreams, test_nstreams_long_link, test_make_vdevice)
