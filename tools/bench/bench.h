@@ -81,6 +81,7 @@ struct bench_opts {
   int against, ref_dev; /* --against KIND (BENCH_AGAINST_*), --ref-dev (-1: --dev) */
   int ref_merge;        /* --ref-merge: the reference's devices fused by its makeVDevice */
   int merge;            /* --merge: the plugin's devices fused by its makeVDevice */
+  int ref_conns;        /* --ref-conns: the reference's connections at once (1 or 2) */
   const char *against_path;
 };
 
@@ -91,6 +92,7 @@ struct bench_side {
   struct rail_nd nd;
   ncclNetProperties_v11_t props;
   void *send_comm, *recv_comm;
+  void *send_comm2, *recv_comm2;
 };
 
 struct bench {
@@ -103,7 +105,10 @@ struct bench {
   struct rail_nd nd;
   int oldest_only; /* lanes test in order, as NCCL's proxy (--plugin, --against) */
   ncclNetProperties_v11_t props;
-  void *send_comm, *recv_comm;                   /* c01 and c10, from this rank's view */
+  void *send_comm, *recv_comm; /* c01 and c10, from this rank's view */
+  /* A second c01/c10 on another device, carrying half of every turn's
+   * messages at once beside the first (the reference's, --ref-conns 2). */
+  void *send_comm2, *recv_comm2;
   char addrs[BENCH_MAX_ADDRS][INET6_ADDRSTRLEN]; /* rank 0's data addresses */
   int naddrs;
   int nstreams; /* raw streams per direction */
@@ -114,7 +119,7 @@ struct bench {
   double raw_twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   struct bench_peer_results peer;
   struct bench_side ref; /* --against: NCCL's transport */
-  int ref_dev;
+  int ref_dev, ref_ndev, ref_dev2;
 };
 
 /* One direction of a size over the rounds: the median throughputs, and the

@@ -21,13 +21,16 @@ static const char *const against_file[] = {"", "libnccl-net-ncclib.so",
                                            "libnccl-net-ncclsocket.so"};
 /* Exchanges the bench's plugin fields with the reference's. */
 void rail_bench_ref_swap(struct bench *b) {
-  struct bench_side t = {b->dl, b->nd, b->props, b->send_comm, b->recv_comm};
+  struct bench_side t = {b->dl,        b->nd,         b->props,     b->send_comm,
+                         b->recv_comm, b->send_comm2, b->recv_comm2};
 
   b->dl = b->ref.dl;
   b->nd = b->ref.nd;
   b->props = b->ref.props;
   b->send_comm = b->ref.send_comm;
   b->recv_comm = b->ref.recv_comm;
+  b->send_comm2 = b->ref.send_comm2;
+  b->recv_comm2 = b->ref.recv_comm2;
   b->ref = t;
 }
 
@@ -72,17 +75,30 @@ int rail_bench_ref_up(struct bench *b) {
   }
   if (rc == 0 && rail_nd_props(&b->nd, dev, &b->props) != ncclSuccess) rc = -EIO;
   b->ref_dev = dev;
+  b->ref_ndev = ndev;
+  /* --ref-conns 2: the second connection on the next of its devices, as
+   * NCCL puts channels on each NIC of a node without fusing them. */
+  b->ref_dev2 = ndev > 0 ? (dev + 1) % ndev : dev;
   rail_bench_ref_swap(b);
   return rc;
 }
 
-/* Both comms of the reference, after the plugin's. */
+/* Both comms of the reference, after the plugin's; with --ref-conns 2 a
+ * second pair first, on ref_dev2, so that the first pair, which the round
+ * trip uses, is the last made. */
 int rail_bench_ref_connect(struct bench *b) {
-  int32_t socks = 0, dev = b->opt.dev, rc;
+  int32_t socks = 0, dev = b->opt.dev, rc = 0;
 
   rail_bench_ref_swap(b);
+  if (b->opt.ref_conns > 1) {
+    b->opt.dev = b->ref_dev2;
+    rc = rail_bench_connect_plugin(b, &socks);
+    b->send_comm2 = b->send_comm;
+    b->recv_comm2 = b->recv_comm;
+    b->send_comm = b->recv_comm = NULL;
+  }
   b->opt.dev = b->ref_dev;
-  rc = rail_bench_connect_plugin(b, &socks);
+  if (rc == 0) rc = rail_bench_connect_plugin(b, &socks);
   b->opt.dev = dev;
   rail_bench_ref_swap(b);
   return rc;
@@ -110,6 +126,8 @@ void rail_bench_ref_down(struct bench *b) {
   if (b->ref.nd.table == NULL) return;
   if (b->ref.send_comm != NULL) rail_nd_close_send(&b->ref.nd, b->ref.send_comm);
   if (b->ref.recv_comm != NULL) rail_nd_close_recv(&b->ref.nd, b->ref.recv_comm);
+  if (b->ref.send_comm2 != NULL) rail_nd_close_send(&b->ref.nd, b->ref.send_comm2);
+  if (b->ref.recv_comm2 != NULL) rail_nd_close_recv(&b->ref.nd, b->ref.recv_comm2);
   if (b->ref.nd.inited) rail_nd_finalize(&b->ref.nd);
-  b->ref.send_comm = b->ref.recv_comm = NULL;
+  b->ref.send_comm = b->ref.recv_comm = b->ref.send_comm2 = b->ref.recv_comm2 = NULL;
 }

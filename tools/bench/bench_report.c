@@ -115,7 +115,11 @@ static void bench_print_head(const struct bench *b, const char *base) {
   printf("nccl-rail bench: %s device %d \"%s\" (%d Mbps, %d rail%s), window %d; ", b->nd.name,
          b->opt.dev, b->props.name ? b->props.name : "?", b->props.speed, b->naddrs,
          b->naddrs == 1 ? "" : "s", b->cfg.window);
-  if (b->cfg.against)
+  if (b->cfg.against && b->opt.ref_conns > 1)
+    printf("against %s, two connections at once: device %d \"%s\" (%d Mbps) and device %d\n", base,
+           b->ref_dev, b->ref.props.name ? b->ref.props.name : "?", b->ref.props.speed,
+           b->ref_dev2);
+  else if (b->cfg.against)
     printf("against %s device %d \"%s\" (%d Mbps)\n", base, b->ref_dev,
            b->ref.props.name ? b->ref.props.name : "?", b->ref.props.speed);
   else
@@ -237,6 +241,7 @@ int rail_bench_print_json(const struct bench *b, const struct bench_verdict *v) 
   rail_json_int(&j, "rounds", b->cfg.rounds);
   /* --against: the raw_* figures are NCCL's transport's, named here. */
   rail_json_str(&j, "baseline", rail_bench_baseline_label(b));
+  rail_json_int(&j, "baseline_connections", b->cfg.against && b->opt.ref_conns > 1 ? 2 : 1);
   if (b->cfg.against) rail_json_str(&j, "against", rail_bench_against_name(b->cfg.against));
   rail_json_array(&j, "sizes", RAIL_JSON_BLOCK);
   for (int i = 0; i < b->cfg.nsizes; i++)

@@ -45,7 +45,10 @@ static void bench_usage(FILE *out) {
                "  --ref-merge          the reference on one virtual device over all of its\n"
                "                       devices, made by its own makeVDevice (NCCL's NIC fusion)\n"
                "  --merge              the plugin likewise: with NCCL_RAIL_FUSE=0, NCCL's fusion\n"
-               "                       of nccl-rail's devices in place of nccl-rail's own"
+               "                       of nccl-rail's devices in place of nccl-rail's own\n"
+               "  --ref-conns 2        the reference as two connections at once, on its device\n"
+               "                       and the next, each carrying half the messages (NCCL's\n"
+               "                       channels on two NICs, unfused)\n"
                "\n"
                "  two hosts or namespaces:\n"
                "  --listen             be rank 0: wait for a peer on an out-of-band TCP port\n"
@@ -96,7 +99,8 @@ enum {
   B_AGAINST,
   B_REF_DEV,
   B_REF_MERGE,
-  B_MERGE
+  B_MERGE,
+  B_REF_CONNS
 };
 
 static const struct option bench_longopts[] = {
@@ -125,6 +129,7 @@ static const struct option bench_longopts[] = {
     {"ref-dev", required_argument, NULL, B_REF_DEV},
     {"ref-merge", no_argument, NULL, B_REF_MERGE},
     {"merge", no_argument, NULL, B_MERGE},
+    {"ref-conns", required_argument, NULL, B_REF_CONNS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -185,6 +190,8 @@ static int bench_option(int c, const char *v, struct bench_opts *o) {
   case B_MERGE:
     o->merge = 1;
     return 0;
+  case B_REF_CONNS:
+    return rail_cli_int("bench", name, v, 1, 2, &o->ref_conns);
   case B_REF_DEV:
     return rail_cli_int("bench", name, v, 0, 1023, &o->ref_dev);
   case B_DEV:

@@ -12,6 +12,8 @@
 #   RAIL_AGAINST_RAILS=2 RAIL_AGAINST_VNIC=1: nccl-rail's two devices
 #   (NCCL_RAIL_FUSE=0) merged by its makeVDevice as NCCL's core merges
 #   them (bench --merge), in place of nccl-rail's own fused device.
+#   RAIL_AGAINST_RAILS=2 RAIL_AGAINST_REFCONNS=2: NCCL IB as two
+#   connections at once on its two devices, unmerged (bench --ref-conns 2).
 #   RAIL_AGAINST_LIMIT: each rank's bound in seconds (default 420).
 set -uo pipefail
 cli=${1:?usage: against.sh CLI REFDIR [BENCH OPTIONS...]} ref=${2:?}
@@ -22,6 +24,9 @@ if [ "${RAIL_AGAINST_RAILS:-1}" = 2 ]; then
 	ifa=va1,vb1 ifb=va0,vb0 hcaa='=rxe1,rxe3' hcab='=rxe0,rxe2' merge=(--ref-merge)
 	if [ "${RAIL_AGAINST_VNIC:-0}" = 1 ]; then
 		fuse=0 merge+=(--merge)
+	fi
+	if [ "${RAIL_AGAINST_REFCONNS:-1}" = 2 ]; then
+		merge=(--ref-conns 2)
 	fi
 fi
 export NCCL_RAIL_FUSE=$fuse
