@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*"; for f in "$dir"/*; do echo "--- $f"; cat "$f"; done; e
   fail "forked bench exited $?"
 for key in '"plugin": "Rail"' '"sizes"' '"oneway_GBps"' '"raw_oneway_GBps"' '"twoway_GBps"' \
            '"raw_twoway_GBps"' '"oneway_ratios"' '"twoway_ratio"' '"rounds": 3' '"plugin_p50"' \
-           '"raw_p50"' '"throughput_4MiB_up"' '"round_trip"' '"raw_poll_p50"' '"poll_ratios"' \
+           '"raw_p50"' '"throughput_4MiB_up"' '"round_trip"' '"raw_poll_p50"' '"poll_ratios"' '"raw_poll_2conn_p50"' \
            '"round_trip_polling"'; do
   grep -q "$key" "$dir/fork.json" || fail "no $key in the JSON"
 done

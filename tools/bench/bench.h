@@ -69,10 +69,12 @@ struct bench_cfg {
 struct bench_peer_results {
   double twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   double raw_twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
-  double lat_us[2][3];   /* plugin, raw (or --against's reference): p50, mean, min */
-  double lat_poll_us[3]; /* the polling raw ping-pong: p50, mean, min; 0 when not run */
-  /* Each round's p50: plugin, raw (or reference), polling raw. */
-  double lat_round_p50[3][BENCH_MAX_ROUNDS];
+  double lat_us[2][3];    /* plugin, raw (or --against's reference): p50, mean, min */
+  double lat_poll_us[3];  /* the polling raw ping-pong: p50, mean, min; 0 when not run */
+  double lat_poll2_us[3]; /* the same with pongs on a second connection */
+  /* Each round's p50: plugin, raw (or reference), polling raw, polling
+   * raw on two connections. */
+  double lat_round_p50[4][BENCH_MAX_ROUNDS];
   int32_t lat_iters;    /* round trips of each kind, over all rounds */
   double iperf3_gbps;   /* GB/s; < 0 = not run or failed */
   int32_t plugin_socks; /* TCP connections one plugin comm opened (0 = unknown) */
@@ -114,6 +116,7 @@ struct bench {
   int naddrs;
   int nstreams; /* raw streams per direction */
   int raw_fwd[BENCH_MAX_STREAMS], raw_rev[BENCH_MAX_STREAMS], raw_pp;
+  int raw_pong; /* the polling ping-pong's second connection: pongs, as on a second comm */
   /* rank 0's measurements, per size and round */
   double oneway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS], twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   double raw_oneway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
@@ -139,6 +142,7 @@ struct bench_verdict {
    * of p50s, their lowest and highest. */
   int lat_poll_checked, lat_poll_ok;
   double lat_poll_ratio, lat_poll_lo, lat_poll_hi;
+  double lat_poll2_ratio; /* against the two-connection one, the same way */
 };
 
 /* bench_oob.c: the out-of-band protocol. */
@@ -187,8 +191,10 @@ void rail_bench_ref_down(struct bench *b);
 int rail_bench_connect_raw(struct bench *b);
 int rail_bench_raw_run(struct bench *b, int si, int twoway, double *secs);
 /* poll: a non-blocking recv() tried again after sched_yield(), as the
- * plugin's caller polls test(); else a blocking recv(). */
-int rail_bench_raw_latency(struct bench *b, int poll, double *us, int n);
+ * plugin's caller polls test(); else a blocking recv(). two: the pongs
+ * come back on a second connection, as the plugin's come on a second comm
+ * (NCCL has one comm a direction); else on the pings' own. */
+int rail_bench_raw_latency(struct bench *b, int poll, int two, double *us, int n);
 
 /* bench_lat.c: every kind of round trip in cfg.rounds interleaved rounds;
  * rank 1's figures land in b->peer. */

@@ -1,12 +1,16 @@
 /* nccl-rail bench: the 8-byte round trips (bench.h), in interleaved rounds.
  *
- * Three kinds: the plugin's (kind 0), the baseline's (kind 1: the raw
+ * Four kinds: the plugin's (kind 0), the baseline's (kind 1: the raw
  * ping-pong that blocks in recv(), or --against's reference through the
- * same driver) and the raw ping-pong that polls (kind 2: a non-blocking
+ * same driver), the raw ping-pong that polls (kind 2: a non-blocking
  * recv() and sched_yield() between tries, which is what the plugin's
- * caller does with test(); not run --against). The blocking one sleeps and
- * is woken by the kernel, the plugin's caller never sleeps, so only the
- * polling one says what the plugin adds to a round trip.
+ * caller does with test(); not run --against), and the same with the pongs
+ * on a second TCP connection (kind 3). The blocking one sleeps and is
+ * woken by the kernel, the plugin's caller never sleeps, so only the
+ * polling ones say what the plugin adds to a round trip. NCCL has a comm
+ * per direction, so the plugin's pings and pongs travel on two
+ * connections, and TCP acknowledges each alone instead of in the reply:
+ * kind 3 shows what that costs raw TCP.
  *
  * Each round measures every kind, lat_iters / rounds round trips each,
  * odd rounds in the reverse order, so that a machine that drifts during
@@ -18,17 +22,17 @@
 
 #include "tools/bench/bench.h"
 
-#define BENCH_LAT_KINDS 3
+#define BENCH_LAT_KINDS 4
 
 static int bench_lat_kinds(const struct bench *b) {
   if (b->cfg.against) return 2;
-  return b->cfg.raw ? 3 : 1;
+  return b->cfg.raw ? 4 : 1;
 }
 
 static int bench_lat_one(struct bench *b, int kind, double *us, int n) {
   if (kind == 0) return rail_bench_plugin_latency(b, us, n);
   if (kind == 1 && b->cfg.against) return rail_bench_ref_latency(b, us, n);
-  return rail_bench_raw_latency(b, kind == 2, us, n);
+  return rail_bench_raw_latency(b, kind >= 2, kind == 3, us, n);
 }
 
 /* Rank 1's figures: each round's p50 (sorting a copy), then the pooled ones. */
@@ -42,7 +46,10 @@ static int bench_lat_stats(struct bench *b, double *us[], int kinds, int per) {
       memcpy(tmp, us[k] + (size_t)r * (size_t)per, (size_t)per * sizeof(double));
       b->peer.lat_round_p50[k][r] = rail_bench_median(tmp, per);
     }
-    rail_bench_lat_stats(us[k], total, k == 2 ? b->peer.lat_poll_us : b->peer.lat_us[k]);
+    rail_bench_lat_stats(us[k], total,
+                         k == 3   ? b->peer.lat_poll2_us
+                         : k == 2 ? b->peer.lat_poll_us
+                                  : b->peer.lat_us[k]);
   }
   free(tmp);
   b->peer.lat_iters = total;
@@ -52,7 +59,7 @@ static int bench_lat_stats(struct bench *b, double *us[], int kinds, int per) {
 int rail_bench_latency(struct bench *b) {
   int kinds = bench_lat_kinds(b), rounds = b->cfg.rounds, rc = 0;
   int per = (b->cfg.lat_iters + rounds - 1) / rounds;
-  double *us[BENCH_LAT_KINDS] = {NULL, NULL, NULL};
+  double *us[BENCH_LAT_KINDS] = {NULL, NULL, NULL, NULL};
 
   for (int k = 0; k < kinds && rc == 0; k++) {
     us[k] = calloc((size_t)per * (size_t)rounds, sizeof(double));

@@ -104,6 +104,11 @@ static void bench_judge_poll(const struct bench *b, struct bench_verdict *v) {
   v->lat_poll_lo = q[0];
   v->lat_poll_hi = q[n - 1];
   v->lat_poll_ok = v->lat_poll_ratio <= bench_target_lat(b);
+  for (int r = 0; r < n; r++) {
+    double raw = b->peer.lat_round_p50[3][r];
+    q[r] = raw > 0 ? b->peer.lat_round_p50[0][r] / raw : 0;
+  }
+  v->lat_poll2_ratio = rail_bench_median(q, n);
 }
 
 void rail_bench_judge(const struct bench *b, struct bench_verdict *v) {
@@ -165,7 +170,10 @@ static void bench_print_latency(const struct bench *b, const struct bench_verdic
     for (int r = 0; r < b->cfg.rounds; r++)
       printf(" %.1f/%.1f", b->peer.lat_round_p50[0][r], b->peer.lat_round_p50[2][r]);
   }
-  printf("\n");
+  printf("\nround trip against raw TCP polling, pongs on a second connection (as on a second "
+         "comm): p50 %.1f us (mean %.1f, min %.1f); ratio %.2f\n",
+         b->peer.lat_poll2_us[0], b->peer.lat_poll2_us[1], b->peer.lat_poll2_us[2],
+         v->lat_poll2_ratio);
 }
 
 void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v) {
@@ -277,6 +285,11 @@ static void bench_json_latency(struct rail_json *j, const struct bench *b,
       rail_json_fixed(j, NULL, raw > 0 ? b->peer.lat_round_p50[0][r] / raw : 0, 3);
     }
     rail_json_array_end(j);
+    rail_json_fixed(j, "raw_poll_2conn_p50", b->peer.lat_poll2_us[0], 2);
+    rail_json_fixed(j, "raw_poll_2conn_mean", b->peer.lat_poll2_us[1], 2);
+    rail_json_fixed(j, "raw_poll_2conn_min", b->peer.lat_poll2_us[2], 2);
+    bench_json_rounds(j, "raw_poll_2conn_p50s", b, 3);
+    rail_json_fixed(j, "poll_2conn_ratio", v->lat_poll2_ratio, 3);
   }
   rail_json_object_end(j);
 }

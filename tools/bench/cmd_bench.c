@@ -334,6 +334,7 @@ static void bench_teardown(struct bench *b) {
     if (b->raw_rev[i] > 0) close(b->raw_rev[i]);
   }
   if (b->raw_pp > 0) close(b->raw_pp);
+  if (b->raw_pong > 0) close(b->raw_pong);
   if (b->oob >= 0) close(b->oob);
 }
 
