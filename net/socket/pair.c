@@ -41,7 +41,9 @@ static struct rail_rtr *rail_pair_rtr(struct rail_sock *c, uint64_t seq) {
 }
 
 /* Whether a send with `tag` waits for a buffer: 1, or 2 when a large one
- * does. */
+ * does. Every isend asks, and a sender that posts faster than it reads the
+ * receiver's RTRs has up to RAIL_PEND_MAX waits: while no large send
+ * waits, the first wait with its tag answers. */
 static int rail_pair_tag_waits(const struct rail_sock *c, int tag) {
   int found = 0;
 
@@ -49,6 +51,7 @@ static int rail_pair_tag_waits(const struct rail_sock *c, int tag) {
     const struct rail_wait *w = &c->pend.waits[i % RAIL_PEND_MAX];
     if (!w->live || w->tag != tag) continue;
     if (w->bytes == 0) return 2;
+    if (c->pend_large == 0) return 1;
     found = 1;
   }
   return found;
@@ -68,7 +71,7 @@ int rail_pair_may_wait(const struct rail_sock *c, int tag, size_t bytes) {
   if (bytes == 0) return 1;
   /* An inline one behind a large one with its tag: the receiver would not
    * know which buffers that one takes (pair.h). */
-  if (rail_pair_tag_waits(c, tag) == 2) return 0;
+  if (c->pend_large > 0 && rail_pair_tag_waits(c, tag) == 2) return 0;
   return c->pend_bytes == 0 || c->pend_bytes + bytes <= c->chan.window;
 }
 
@@ -106,6 +109,7 @@ void rail_pair_send_posted(struct rail_sock *c, struct rail_req *r, int64_t b, s
   w = &c->pend.waits[c->pend_tail++ % RAIL_PEND_MAX];
   *w = (struct rail_wait){.seq = r->seq, .tag = r->tag, .live = 1, .bytes = bytes};
   c->pend_bytes += bytes;
+  if (bytes == 0) c->pend_large++;
 }
 
 /* Buffer b was announced: the oldest send with its tag that waits takes it. */
@@ -119,6 +123,7 @@ static void rail_pair_match_buffer(struct rail_sock *c, uint64_t b) {
     if (!w->live || w->tag != e->tag) continue;
     w->live = 0;
     c->pend_bytes -= w->bytes;
+    if (w->bytes == 0) c->pend_large--;
     rail_pair_pend_trim(c);
     e->sender1 = w->seq + 1;
     /* An inline send is on its way already; a large one goes now. */
@@ -198,6 +203,15 @@ static struct rail_req *rail_pair_free_buffer(struct rail_sock *c, uint64_t from
   uint64_t b = rail_pair_oldest(c->next_seq);
 
   *bad = 0;
+  /* Past the buffers that no message can take any more (taken, or done):
+   * a sender that has not read the latest RTRs names an old `from`, and
+   * every message would walk the RAIL_SLOTS buffers from there. */
+  if (c->claim_floor > b) b = c->claim_floor;
+  for (; b < c->next_seq; b++) {
+    const struct rail_req *r = rail_req_slot(c, b);
+    if (r->seq == b && !r->claimed && rail_req_pending(r)) break;
+  }
+  c->claim_floor = b;
   for (b = b > from ? b : from; b < c->next_seq; b++) {
     struct rail_req *r = rail_req_slot(c, b);
     if (r->seq != b || r->tag != tag || r->claimed) continue;

@@ -232,6 +232,12 @@ struct rail_sock {
   } pend;
   uint64_t pend_head, pend_tail;
   size_t pend_bytes;
+  /* Sender: how many of the live waits are large sends, so that a send
+   * need not walk every wait to learn that none is (pair.c). Receiver:
+   * every buffer below claim_floor has its message (or its slot was reused
+   * since), so the search for a free one starts there. */
+  int pend_large;
+  uint64_t claim_floor;
   struct rail_req reqs[RAIL_SLOTS];
   size_t inline_max, chunk_max, min_stripe;
   int adapt;

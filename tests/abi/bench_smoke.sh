@@ -15,7 +15,8 @@ fail() { echo "FAIL: $*"; for f in "$dir"/*; do echo "--- $f"; cat "$f"; done; e
   fail "forked bench exited $?"
 for key in '"plugin": "Rail"' '"sizes"' '"oneway_GBps"' '"raw_oneway_GBps"' '"twoway_GBps"' \
            '"raw_twoway_GBps"' '"oneway_ratios"' '"twoway_ratio"' '"rounds": 3' '"plugin_p50"' \
-           '"raw_p50"' '"throughput_4MiB_up"' '"round_trip"'; do
+           '"raw_p50"' '"throughput_4MiB_up"' '"round_trip"' '"raw_poll_p50"' '"poll_ratios"' '"raw_poll_2conn_p50"' \
+           '"round_trip_polling"'; do
   grep -q "$key" "$dir/fork.json" || fail "no $key in the JSON"
 done
 if command -v python3 >/dev/null; then
@@ -33,6 +34,16 @@ for s in j["sizes"]:
         if s["bytes"] >= 4 << 20:
             worst = s[d + "_ratio"] if worst is None else min(worst, s[d + "_ratio"])
 assert worst is not None and abs(worst - j["targets"]["worst_ratio"]) < 2e-3, worst
+# The round trip against the polling raw ping-pong: a ratio per round, each
+# that round's plugin p50 over its polling p50, and their median.
+lat = j["latency_us"]
+n = j["rounds"]
+assert len(lat["plugin_p50s"]) == n and len(lat["raw_poll_p50s"]) == n, lat
+assert len(lat["poll_ratios"]) == n, lat
+for p, r, q in zip(lat["plugin_p50s"], lat["raw_poll_p50s"], lat["poll_ratios"]):
+    assert r > 0 and abs(p / r - q) < 5e-3 * max(1, q), (p, r, q)
+assert abs(statistics.median(lat["poll_ratios"]) - lat["poll_ratio"]) < 2e-3, lat
+assert abs(lat["poll_ratio"] - j["targets"]["round_trip_polling_ratio"]) < 2e-3, lat
 PY
 fi
 

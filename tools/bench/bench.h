@@ -3,8 +3,10 @@
  * ncclNetPlugin_v11 table, or a .so given with --plugin) between two
  * processes, against a raw TCP baseline measured in the same run: a plain
  * multi-stream socket loop with as many streams as one plugin connection
- * opens, plus iperf3 when it is installed, and an 8-byte TCP ping-pong
- * (TCP_NODELAY) against the plugin's round trip.
+ * opens, plus iperf3 when it is installed, and two 8-byte TCP ping-pongs
+ * (TCP_NODELAY) against the plugin's round trip: one that blocks in
+ * recv(), and one that polls as the plugin's caller does (a non-blocking
+ * recv, sched_yield between tries), measured in interleaved rounds.
  *
  * Roles: rank 0 listens and receives one-way traffic, rank 1 connects and
  * sends; both send in the two-way test; rank 1 pings in the latency test.
@@ -16,7 +18,8 @@
  * The files, one job each: cmd_bench.c (options and the run), bench_oob.c
  * (the out-of-band protocol between the ranks), bench_calib.c (sizes and
  * message counts), bench_plugin.c (the plugin's measurements), bench_raw.c
- * (the raw TCP baseline), bench_iperf3.c, bench_report.c (statistics, the
+ * (the raw TCP baseline), bench_lat.c (the round trips, in rounds),
+ * bench_iperf3.c, bench_report.c (statistics, the
  * table and the JSON). Single-threaded except the raw loop's workers; every
  * wait is bounded by BENCH_STEP_MS. Errors are -errno (or the plugin's
  * ncclResult_t), printed once where they are found. */
@@ -31,7 +34,7 @@
 #include "tools/drive/netdrive.h"
 
 #define BENCH_MAGIC 0x52424e43u /* "RBNC" */
-#define BENCH_PROTO 3
+#define BENCH_PROTO 4           /* 4: the round trips in rounds, the polling raw ping-pong */
 #define BENCH_MAX_SIZES 16
 #define BENCH_MAX_ROUNDS 15
 #define BENCH_MAX_ADDRS 4
@@ -66,7 +69,13 @@ struct bench_cfg {
 struct bench_peer_results {
   double twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   double raw_twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
-  double lat_us[2][3];  /* plugin, raw: p50, mean, min */
+  double lat_us[2][3];    /* plugin, raw (or --against's reference): p50, mean, min */
+  double lat_poll_us[3];  /* the polling raw ping-pong: p50, mean, min; 0 when not run */
+  double lat_poll2_us[3]; /* the same with pongs on a second connection */
+  /* Each round's p50: plugin, raw (or reference), polling raw, polling
+   * raw on two connections. */
+  double lat_round_p50[4][BENCH_MAX_ROUNDS];
+  int32_t lat_iters;    /* round trips of each kind, over all rounds */
   double iperf3_gbps;   /* GB/s; < 0 = not run or failed */
   int32_t plugin_socks; /* TCP connections one plugin comm opened (0 = unknown) */
 };
@@ -113,6 +122,7 @@ struct bench {
   int naddrs;
   int nstreams; /* raw streams per direction */
   int raw_fwd[BENCH_MAX_STREAMS], raw_rev[BENCH_MAX_STREAMS], raw_pp;
+  int raw_pong; /* the polling ping-pong's second connection: pongs, as on a second comm */
   /* rank 0's measurements, per size and round */
   double oneway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS], twoway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
   double raw_oneway_s[BENCH_MAX_SIZES][BENCH_MAX_ROUNDS];
@@ -134,6 +144,11 @@ struct bench_dir {
 struct bench_verdict {
   int tput_checked, tput_ok, lat_checked, lat_ok;
   double worst_ratio, lat_ratio;
+  /* Against the polling raw ping-pong: the median of the rounds' ratios
+   * of p50s, their lowest and highest. */
+  int lat_poll_checked, lat_poll_ok;
+  double lat_poll_ratio, lat_poll_lo, lat_poll_hi;
+  double lat_poll2_ratio; /* against the two-connection one, the same way */
 };
 
 /* bench_oob.c: the out-of-band protocol. */
@@ -161,7 +176,9 @@ int rail_bench_plugin_up(struct bench *b);
 int rail_bench_merge(struct bench *b, const char *who, int ndev, int *dev);
 int rail_bench_connect_plugin(struct bench *b, int32_t *plugin_socks);
 int rail_bench_plugin_run(struct bench *b, int si, int twoway, double *secs);
-int rail_bench_plugin_latency(struct bench *b, double out[3]);
+/* n round trips after a warm-up; rank 1 writes each one's microseconds
+ * into us[0..n). */
+int rail_bench_plugin_latency(struct bench *b, double *us, int n);
 struct bench_lane_buf;
 int rail_bench_lanes_timed(struct bench *b, struct bench_lane_buf *lb, struct rail_nd_lane *lanes,
                            int nl, uint64_t n, uint8_t step, double *secs);
@@ -174,13 +191,21 @@ void rail_bench_ref_swap(struct bench *b);
 int rail_bench_ref_up(struct bench *b);
 int rail_bench_ref_connect(struct bench *b);
 int rail_bench_ref_run(struct bench *b, int si, int twoway, double *secs);
-int rail_bench_ref_latency(struct bench *b, double out[3]);
+int rail_bench_ref_latency(struct bench *b, double *us, int n);
 void rail_bench_ref_down(struct bench *b);
 
 /* bench_raw.c: the raw TCP baseline. */
 int rail_bench_connect_raw(struct bench *b);
 int rail_bench_raw_run(struct bench *b, int si, int twoway, double *secs);
-int rail_bench_raw_latency(struct bench *b, double out[3]);
+/* poll: a non-blocking recv() tried again after sched_yield(), as the
+ * plugin's caller polls test(); else a blocking recv(). two: the pongs
+ * come back on a second connection, as the plugin's come on a second comm
+ * (NCCL has one comm a direction); else on the pings' own. */
+int rail_bench_raw_latency(struct bench *b, int poll, int two, double *us, int n);
+
+/* bench_lat.c: every kind of round trip in cfg.rounds interleaved rounds;
+ * rank 1's figures land in b->peer. */
+int rail_bench_latency(struct bench *b);
 
 /* bench_iperf3.c: iperf3 between the ranks' first data addresses; *gbps
  * GB/s, < 0 when not installed or failed. */

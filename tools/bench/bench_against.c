@@ -113,11 +113,11 @@ int rail_bench_ref_run(struct bench *b, int si, int twoway, double *secs) {
   return rc;
 }
 
-int rail_bench_ref_latency(struct bench *b, double out[3]) {
+int rail_bench_ref_latency(struct bench *b, double *us, int n) {
   int rc;
 
   rail_bench_ref_swap(b);
-  rc = rail_bench_plugin_latency(b, out);
+  rc = rail_bench_plugin_latency(b, us, n);
   rail_bench_ref_swap(b);
   return rc;
 }

@@ -164,6 +164,10 @@ int rail_bench_collect_peer(struct bench *b) {
         b->raw_twoway_s[i][r] = p.raw_twoway_s[i][r];
     }
   memcpy(b->peer.lat_us, p.lat_us, sizeof(p.lat_us));
+  memcpy(b->peer.lat_poll_us, p.lat_poll_us, sizeof(p.lat_poll_us));
+  memcpy(b->peer.lat_poll2_us, p.lat_poll2_us, sizeof(p.lat_poll2_us));
+  memcpy(b->peer.lat_round_p50, p.lat_round_p50, sizeof(p.lat_round_p50));
+  b->peer.lat_iters = p.lat_iters;
   b->peer.iperf3_gbps = p.iperf3_gbps;
   return 0;
 }

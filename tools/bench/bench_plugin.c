@@ -272,13 +272,11 @@ static int bench_post(struct bench *b, void *comm, int send, void *buf, void *mh
 /* 8-byte round trips through the plugin: rank 1 posts the receive for the
  * reply, then the ping; rank 0 always has the next receive posted before it
  * answers, as NCCL keeps receives posted ahead. */
-int rail_bench_plugin_latency(struct bench *b, double out[3]) {
-  int iters = b->cfg.lat_iters, warm = iters / 10 + 10, rc;
+int rail_bench_plugin_latency(struct bench *b, double *us, int n) {
+  int warm = n / 10 + 10, rc;
   char sbuf[BENCH_LAT_BYTES] = {0}, rbuf[BENCH_LAT_BYTES];
   void *smh = NULL, *rmh = NULL, *sreq, *rreq;
-  double *us = calloc((size_t)iters, sizeof(double));
 
-  if (us == NULL) return -ENOMEM;
   if (rail_nd_reg_mr(&b->nd, b->send_comm, sbuf, sizeof(sbuf), &smh) != ncclSuccess ||
       rail_nd_reg_mr(&b->nd, b->recv_comm, rbuf, sizeof(rbuf), &rmh) != ncclSuccess) {
     rc = -EIO;
@@ -288,14 +286,14 @@ int rail_bench_plugin_latency(struct bench *b, double out[3]) {
   if (rc != 0) goto dereg;
   if (b->rank == 0) {
     rc = bench_post(b, b->recv_comm, 0, rbuf, rmh, &rreq);
-    for (int i = 0; i < warm + iters && rc == 0; i++) {
+    for (int i = 0; i < warm + n && rc == 0; i++) {
       rc = rail_nd_wait(&b->nd, rreq, NULL, BENCH_STEP_MS);
-      if (rc == 0 && i + 1 < warm + iters) rc = bench_post(b, b->recv_comm, 0, rbuf, rmh, &rreq);
+      if (rc == 0 && i + 1 < warm + n) rc = bench_post(b, b->recv_comm, 0, rbuf, rmh, &rreq);
       if (rc == 0) rc = bench_post(b, b->send_comm, 1, sbuf, smh, &sreq);
       if (rc == 0) rc = rail_nd_wait(&b->nd, sreq, NULL, BENCH_STEP_MS);
     }
   } else {
-    for (int i = 0; i < warm + iters && rc == 0; i++) {
+    for (int i = 0; i < warm + n && rc == 0; i++) {
       uint64_t t0 = rail_nd_now_ns();
       rc = bench_post(b, b->recv_comm, 0, rbuf, rmh, &rreq);
       if (rc == 0) rc = bench_post(b, b->send_comm, 1, sbuf, smh, &sreq);
@@ -303,13 +301,11 @@ int rail_bench_plugin_latency(struct bench *b, double out[3]) {
       if (rc == 0) rc = rail_nd_wait(&b->nd, rreq, NULL, BENCH_STEP_MS);
       if (i >= warm) us[i - warm] = (double)(rail_nd_now_ns() - t0) / 1e3;
     }
-    if (rc == 0) rail_bench_lat_stats(us, iters, out);
   }
   if (rc != 0)
     fprintf(stderr, "nccl-rail bench: rank %d: plugin ping-pong failed: %d\n", b->rank, rc);
 dereg:
   if (smh != NULL) rail_nd_dereg_mr(&b->nd, b->send_comm, smh);
   if (rmh != NULL) rail_nd_dereg_mr(&b->nd, b->recv_comm, rmh);
-  free(us);
   return rc;
 }

@@ -1,11 +1,12 @@
 /* nccl-rail bench: the raw TCP baseline (bench.h): as many streams as one
  * plugin connection carries data on, the same buffer slots, each message
  * cut into the streams' parts as the plugin stripes it, and an 8-byte
- * TCP_NODELAY ping-pong. */
+ * TCP_NODELAY ping-pong, blocking or polling. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,11 @@
 #include "tools/drive/oob.h"
 
 /* Raw streams: rank 1 connects nstreams forward (1 -> 0) and nstreams
- * reverse sockets, round-robin over rank 0's data addresses, plus one
- * TCP_NODELAY ping-pong socket. */
+ * reverse sockets, round-robin over rank 0's data addresses, plus two
+ * TCP_NODELAY ping-pong sockets (the second carries the pongs of the
+ * two-connection ping-pong). */
 int rail_bench_connect_raw(struct bench *b) {
-  int total = 2 * b->nstreams + 1, lfd = -1, port = 0, rc = 0;
+  int total = 2 * b->nstreams + 2, lfd = -1, port = 0, rc = 0;
   int32_t port32;
 
   if (b->rank == 0) {
@@ -45,8 +47,10 @@ int rail_bench_connect_raw(struct bench *b) {
         b->raw_fwd[idx] = fd;
       else if (idx < 2 * b->nstreams)
         b->raw_rev[idx - b->nstreams] = fd;
-      else
+      else if (idx == 2 * b->nstreams)
         b->raw_pp = fd;
+      else
+        b->raw_pong = fd;
     }
     close(lfd);
     return rc;
@@ -62,8 +66,10 @@ int rail_bench_connect_raw(struct bench *b) {
       b->raw_fwd[i] = fd;
     else if (i < 2 * b->nstreams)
       b->raw_rev[i - b->nstreams] = fd;
-    else
+    else if (i == 2 * b->nstreams)
       b->raw_pp = fd;
+    else
+      b->raw_pong = fd;
   }
   return rc;
 }
@@ -167,25 +173,47 @@ free_bufs:
   return rc;
 }
 
-int rail_bench_raw_latency(struct bench *b, double out[3]) {
-  int iters = b->cfg.lat_iters, warm = iters / 10 + 10, rc = 0;
-  char buf[BENCH_LAT_BYTES] = {0};
-  double *us = calloc((size_t)iters, sizeof(double));
+/* Receives len bytes, polling: a non-blocking recv(), and sched_yield()
+ * while nothing is there, as netdrive's rail_nd_wait tests a request. */
+static int bench_poll_recv(int fd, char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      sched_yield();
+      continue;
+    }
+    if (n < 0) return -errno;
+    if (n == 0) return -ECONNRESET;
+    buf += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
 
-  if (us == NULL) return -ENOMEM;
-  rc = rail_bench_barrier(b, 40);
-  for (int i = 0; i < warm + iters && rc == 0; i++) {
+static int bench_pp_recv(int fd, char *buf, size_t len, int poll) {
+  return poll ? bench_poll_recv(fd, buf, len) : bench_full_io(fd, buf, len, 0);
+}
+
+/* One TCP_NODELAY socket, one thread a side, as the plugin's round trip
+ * takes (its inline messages are written and read by the caller's thread). */
+int rail_bench_raw_latency(struct bench *b, int poll, int two, double *us, int n) {
+  int warm = n / 10 + 10, rc = 0, pong = two ? b->raw_pong : b->raw_pp;
+  char buf[BENCH_LAT_BYTES] = {0};
+
+  rc = rail_bench_barrier(b, (uint8_t)(40 + poll + two));
+  for (int i = 0; i < warm + n && rc == 0; i++) {
     uint64_t t0 = rail_nd_now_ns();
     if (b->rank == 1) {
       rc = bench_full_io(b->raw_pp, buf, sizeof(buf), 1);
-      if (rc == 0) rc = bench_full_io(b->raw_pp, buf, sizeof(buf), 0);
+      if (rc == 0) rc = bench_pp_recv(pong, buf, sizeof(buf), poll);
       if (i >= warm) us[i - warm] = (double)(rail_nd_now_ns() - t0) / 1e3;
     } else {
-      rc = bench_full_io(b->raw_pp, buf, sizeof(buf), 0);
-      if (rc == 0) rc = bench_full_io(b->raw_pp, buf, sizeof(buf), 1);
+      rc = bench_pp_recv(b->raw_pp, buf, sizeof(buf), poll);
+      if (rc == 0) rc = bench_full_io(pong, buf, sizeof(buf), 1);
     }
   }
-  if (rc == 0 && b->rank == 1) rail_bench_lat_stats(us, iters, out);
-  free(us);
+  if (rc != 0)
+    fprintf(stderr, "nccl-rail bench: rank %d: %s raw TCP ping-pong%s failed: %s\n", b->rank,
+            poll ? "polling" : "blocking", two ? " on two connections" : "", strerror(-rc));
   return rc;
 }

@@ -87,6 +87,30 @@ static uint64_t bench_target_from(const struct bench *b) { return b->cfg.against
 static double bench_target_tput(const struct bench *b) { return b->cfg.against ? 1.0 : 0.9; }
 static double bench_target_lat(const struct bench *b) { return b->cfg.against ? 1.1 : 1.3; }
 
+/* Against the polling raw ping-pong: each round's plugin p50 over its
+ * polling p50, the median of those, and the same 1.3x target. */
+static void bench_judge_poll(const struct bench *b, struct bench_verdict *v) {
+  double q[BENCH_MAX_ROUNDS];
+  int n = b->cfg.rounds;
+
+  v->lat_poll_ok = 1;
+  if (!b->cfg.raw || b->cfg.against || b->cfg.lat_iters <= 0 || b->peer.lat_poll_us[0] <= 0) return;
+  for (int r = 0; r < n; r++) {
+    double raw = b->peer.lat_round_p50[2][r];
+    q[r] = raw > 0 ? b->peer.lat_round_p50[0][r] / raw : 0;
+  }
+  v->lat_poll_checked = 1;
+  v->lat_poll_ratio = rail_bench_median(q, n); /* sorts q */
+  v->lat_poll_lo = q[0];
+  v->lat_poll_hi = q[n - 1];
+  v->lat_poll_ok = v->lat_poll_ratio <= bench_target_lat(b);
+  for (int r = 0; r < n; r++) {
+    double raw = b->peer.lat_round_p50[3][r];
+    q[r] = raw > 0 ? b->peer.lat_round_p50[0][r] / raw : 0;
+  }
+  v->lat_poll2_ratio = rail_bench_median(q, n);
+}
+
 void rail_bench_judge(const struct bench *b, struct bench_verdict *v) {
   memset(v, 0, sizeof(*v));
   v->tput_ok = 1;
@@ -108,6 +132,7 @@ void rail_bench_judge(const struct bench *b, struct bench_verdict *v) {
   } else {
     v->lat_ok = 1;
   }
+  bench_judge_poll(b, v);
 }
 
 /* The table's first lines: the two plugins, or the plugin and raw TCP. */
@@ -129,6 +154,30 @@ static void bench_print_head(const struct bench *b, const char *base) {
     printf("%d rounds, plugin and %s in turn: GB/s are medians, ratios the median of the "
            "rounds' ratios, lowest-highest beside them\n",
            b->cfg.rounds, base);
+}
+
+static void bench_print_latency(const struct bench *b, const struct bench_verdict *v,
+                                const char *base) {
+  printf("round trip, %d B, %d iterations: plugin p50 %.1f us (mean %.1f, min %.1f)",
+         BENCH_LAT_BYTES, b->peer.lat_iters, b->peer.lat_us[0][0], b->peer.lat_us[0][1],
+         b->peer.lat_us[0][2]);
+  if (b->cfg.raw)
+    printf("; %s p50 %.1f us (mean %.1f, min %.1f); ratio %.2f", base, b->peer.lat_us[1][0],
+           b->peer.lat_us[1][1], b->peer.lat_us[1][2], v->lat_ratio);
+  printf("\n");
+  if (!v->lat_poll_checked) return;
+  printf("round trip against raw TCP polling (non-blocking recv, yield between tries): "
+         "p50 %.1f us (mean %.1f, min %.1f); ratio %.2f",
+         b->peer.lat_poll_us[0], b->peer.lat_poll_us[1], b->peer.lat_poll_us[2], v->lat_poll_ratio);
+  if (b->cfg.rounds > 1) {
+    printf(" (%.2f-%.2f); rounds' p50s, plugin/polling:", v->lat_poll_lo, v->lat_poll_hi);
+    for (int r = 0; r < b->cfg.rounds; r++)
+      printf(" %.1f/%.1f", b->peer.lat_round_p50[0][r], b->peer.lat_round_p50[2][r]);
+  }
+  printf("\nround trip against raw TCP polling, pongs on a second connection (as on a second "
+         "comm): p50 %.1f us (mean %.1f, min %.1f); ratio %.2f\n",
+         b->peer.lat_poll2_us[0], b->peer.lat_poll2_us[1], b->peer.lat_poll2_us[2],
+         v->lat_poll2_ratio);
 }
 
 void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v) {
@@ -159,15 +208,7 @@ void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v
     }
     printf("\n");
   }
-  if (b->cfg.lat_iters > 0) {
-    printf("round trip, %d B, %d iterations: plugin p50 %.1f us (mean %.1f, min %.1f)",
-           BENCH_LAT_BYTES, b->cfg.lat_iters, b->peer.lat_us[0][0], b->peer.lat_us[0][1],
-           b->peer.lat_us[0][2]);
-    if (b->cfg.raw)
-      printf("; %s p50 %.1f us (mean %.1f, min %.1f); ratio %.2f", base, b->peer.lat_us[1][0],
-             b->peer.lat_us[1][1], b->peer.lat_us[1][2], v->lat_ratio);
-    printf("\n");
-  }
+  if (b->cfg.lat_iters > 0) bench_print_latency(b, v, base);
   if (b->peer.iperf3_gbps >= 0)
     printf("iperf3 -P %d to %s: %.3f GB/s (%.2f Gbit/s)\n", b->nstreams, b->addrs[0],
            b->peer.iperf3_gbps, b->peer.iperf3_gbps * 8);
@@ -181,6 +222,9 @@ void rail_bench_print_table(const struct bench *b, const struct bench_verdict *v
   if (v->lat_checked)
     printf("target round trip <= %.1fx %s: %s (%.2f)\n", bench_target_lat(b), base,
            v->lat_ok ? "met" : "MISSED", v->lat_ratio);
+  if (v->lat_poll_checked)
+    printf("target round trip <= %.1fx raw TCP polling: %s (%.2f)\n", bench_target_lat(b),
+           v->lat_poll_ok ? "met" : "MISSED", v->lat_poll_ratio);
 }
 
 static void bench_json_size(struct rail_json *j, const struct bench *b, int i) {
@@ -208,17 +252,48 @@ static void bench_json_size(struct rail_json *j, const struct bench *b, int i) {
   rail_json_object_end(j);
 }
 
+/* Each round's p50 of one kind of round trip (bench_lat.c). */
+static void bench_json_rounds(struct rail_json *j, const char *key, const struct bench *b,
+                              int kind) {
+  rail_json_array(j, key, RAIL_JSON_INLINE);
+  for (int r = 0; r < b->cfg.rounds; r++)
+    rail_json_fixed(j, NULL, b->peer.lat_round_p50[kind][r], 2);
+  rail_json_array_end(j);
+}
+
 static void bench_json_latency(struct rail_json *j, const struct bench *b,
                                const struct bench_verdict *v) {
   rail_json_object(j, "latency_us", RAIL_JSON_INLINE);
   rail_json_int(j, "bytes", BENCH_LAT_BYTES);
-  rail_json_int(j, "iterations", b->cfg.lat_iters);
+  rail_json_int(j, "iterations", b->peer.lat_iters);
   rail_json_fixed(j, "plugin_p50", b->peer.lat_us[0][0], 2);
   rail_json_fixed(j, "plugin_mean", b->peer.lat_us[0][1], 2);
+  rail_json_fixed(j, "plugin_min", b->peer.lat_us[0][2], 2);
+  bench_json_rounds(j, "plugin_p50s", b, 0);
   if (b->cfg.raw) {
     rail_json_fixed(j, "raw_p50", b->peer.lat_us[1][0], 2);
     rail_json_fixed(j, "raw_mean", b->peer.lat_us[1][1], 2);
+    rail_json_fixed(j, "raw_min", b->peer.lat_us[1][2], 2);
+    bench_json_rounds(j, "raw_p50s", b, 1);
     rail_json_fixed(j, "ratio", v->lat_ratio, 3);
+  }
+  if (v->lat_poll_checked) {
+    rail_json_fixed(j, "raw_poll_p50", b->peer.lat_poll_us[0], 2);
+    rail_json_fixed(j, "raw_poll_mean", b->peer.lat_poll_us[1], 2);
+    rail_json_fixed(j, "raw_poll_min", b->peer.lat_poll_us[2], 2);
+    bench_json_rounds(j, "raw_poll_p50s", b, 2);
+    rail_json_fixed(j, "poll_ratio", v->lat_poll_ratio, 3);
+    rail_json_array(j, "poll_ratios", RAIL_JSON_INLINE);
+    for (int r = 0; r < b->cfg.rounds; r++) {
+      double raw = b->peer.lat_round_p50[2][r];
+      rail_json_fixed(j, NULL, raw > 0 ? b->peer.lat_round_p50[0][r] / raw : 0, 3);
+    }
+    rail_json_array_end(j);
+    rail_json_fixed(j, "raw_poll_2conn_p50", b->peer.lat_poll2_us[0], 2);
+    rail_json_fixed(j, "raw_poll_2conn_mean", b->peer.lat_poll2_us[1], 2);
+    rail_json_fixed(j, "raw_poll_2conn_min", b->peer.lat_poll2_us[2], 2);
+    bench_json_rounds(j, "raw_poll_2conn_p50s", b, 3);
+    rail_json_fixed(j, "poll_2conn_ratio", v->lat_poll2_ratio, 3);
   }
   rail_json_object_end(j);
 }
@@ -255,6 +330,10 @@ int rail_bench_print_json(const struct bench *b, const struct bench_verdict *v) 
     rail_json_fixed(&j, "worst_ratio", v->worst_ratio, 3);
   }
   if (v->lat_checked) rail_json_bool(&j, "round_trip", v->lat_ok);
+  if (v->lat_poll_checked) {
+    rail_json_bool(&j, "round_trip_polling", v->lat_poll_ok);
+    rail_json_fixed(&j, "round_trip_polling_ratio", v->lat_poll_ratio, 3);
+  }
   rail_json_object_end(&j);
   rail_json_object_end(&j);
   return rail_json_end(&j);

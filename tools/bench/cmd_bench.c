@@ -20,7 +20,8 @@ static void bench_usage(FILE *out) {
                "  --quick              three sizes, short runs (CI, README)\n"
                "  --json               results as JSON on stdout\n"
                "  --check              exit 1 when a target is missed (>= 90%% of raw TCP from\n"
-               "                       4 MiB, round trip <= 1.3x raw TCP)\n"
+               "                       4 MiB, round trip <= 1.3x raw TCP, blocking and\n"
+               "                       polling)\n"
                "  --min-bytes N        smallest message (default 4K)\n"
                "  --max-bytes N        largest message (default 256M)\n"
                "  --step N             size factor between rows (default 4)\n"
@@ -30,7 +31,8 @@ static void bench_usage(FILE *out) {
                "                       (default 3, --quick 1; at most 15)\n"
                "  --window N           requests in flight per direction (default 8, NCCL_STEPS)\n"
                "  --streams N          raw TCP streams (default: as many as the plugin opens)\n"
-               "  --lat-iters N        round trips for latency (default 20000, --quick 2000)\n"
+               "  --lat-iters N        round trips of each kind for latency, spread over the\n"
+               "                       rounds (default 20000, --quick 2000)\n"
                "  --no-raw             skip the raw socket baseline\n"
                "  --no-iperf3          skip iperf3 even if installed\n"
                "  --no-twoway          skip the two-way test\n"
@@ -308,11 +310,7 @@ static int bench_measure(struct bench *b) {
     }
   }
   if (b->cfg.lat_iters > 0) {
-    rc = rail_bench_plugin_latency(b, b->peer.lat_us[0]);
-    if (rc == 0 && b->cfg.against)
-      rc = rail_bench_ref_latency(b, b->peer.lat_us[1]);
-    else if (rc == 0 && b->cfg.raw)
-      rc = rail_bench_raw_latency(b, b->peer.lat_us[1]);
+    rc = rail_bench_latency(b);
     if (rc != 0) return rc;
   }
   b->peer.iperf3_gbps = -1;
@@ -350,6 +348,7 @@ static void bench_teardown(struct bench *b) {
     if (b->raw_rev[i] > 0) close(b->raw_rev[i]);
   }
   if (b->raw_pp > 0) close(b->raw_pp);
+  if (b->raw_pong > 0) close(b->raw_pong);
   if (b->oob >= 0) close(b->oob);
 }
 
@@ -423,6 +422,6 @@ int rail_cmd_bench(int argc, char **argv) {
       rc = -EIO;
     }
   }
-  if (rc != 0 || (b.opt.check && !(v.tput_ok && v.lat_ok))) return RAIL_CLI_FAIL;
+  if (rc != 0 || (b.opt.check && !(v.tput_ok && v.lat_ok && v.lat_poll_ok))) return RAIL_CLI_FAIL;
   return RAIL_CLI_OK;
 }
