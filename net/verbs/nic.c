@@ -14,9 +14,17 @@
 
 #define RAIL_VERBS_NIC_POLL_MS 5 /* how often progress reads the async events */
 
+/* Every progress pass reads this clock (the NIC's events every few ms, the
+ * liveness timers) and every completion stamps it: the coarse clock, since
+ * millisecond timers need no better than the kernel tick, and it is read
+ * from the vDSO on every machine. The precise one is a system call where
+ * the clock source has no vDSO path (VMs with hpet, acpi_pm or Xen's
+ * clocks, the rxe rig's TCG guest on hpet): two per pass there, where
+ * nccl-rail's 8 B round trip took 1.18-1.37x NCCL IB's (p50) with the
+ * precise clock and 0.86-1.08x with this one (docs/performance.md). */
 uint64_t rail_verbs_now_ms(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
   return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
