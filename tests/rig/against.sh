@@ -12,11 +12,11 @@
 #   --rails 1: r0 only, nccl-rail and NCCL Socket on one NIC each;
 #   --rails 2: nccl-rail fused over r0,r1 against NCCL Socket on r0 (NCCL's
 #     socket transport has no fusion of its own: one connection per NIC).
-#   --tcp-mem BYTES: the most a TCP socket of either node may buffer (the
-#     last field of net.ipv4.tcp_rmem and tcp_wmem in both namespaces), so
-#     that one stream's window, not the rail, limits it: a scale model of a
-#     fast NIC on a long link, where the rail's bandwidth-delay product is
-#     several times the 4-6 MiB that Linux lets one stream have.
+#   --tcp-mem BYTES: the most a TCP socket of either node may buffer
+#     (dualrail.sh up --tcp-mem), so that one stream's window, not the
+#     rail, limits it: a scale model of a fast NIC on a long link, where
+#     the rail's bandwidth-delay product is several times the 4-6 MiB that
+#     Linux lets one stream have.
 # NCCL Socket's own tunables (NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD)
 # and NCCL_RAIL_NSTREAMS pass through from the environment to both ranks.
 # Exit: bench's (0 measured), 77 no namespace rig here.
@@ -50,17 +50,9 @@ trap cleanup EXIT
 rc=0
 shape=(--rate0 "$rate" --rate1 "$rate")
 [[ $delay == 0 ]] || shape+=(--delay "$delay")
+((tcp_mem == 0)) || shape+=(--tcp-mem "$tcp_mem")
 bash "$here/dualrail.sh" --name "$rig" up "${shape[@]}" || rc=$?
 ((rc == 0)) || exit "$rc"
-if ((tcp_mem > 0)); then
-  for node in a b; do
-    for v in tcp_rmem tcp_wmem; do
-      read -r lo def _ <"/proc/sys/net/ipv4/$v"
-      ((def > tcp_mem)) && def=$tcp_mem
-      ip netns exec "$rig$node" sysctl -qw "net.ipv4.$v=$lo $def $tcp_mem"
-    done
-  done
-fi
 pass=()
 for v in NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD NCCL_RAIL_NSTREAMS NCCL_DEBUG; do
   [[ -n ${!v:-} ]] && pass+=("$v=${!v}")

@@ -12,10 +12,11 @@
 # against a known rate R.
 #
 # Usage: dualrail.sh [--name NAME] COMMAND [ARGS]
-#   up [--rate0 MBIT] [--rate1 MBIT] [--delay MS] [--mtu BYTES]
+#   up [--rate0 MBIT] [--rate1 MBIT] [--delay MS] [--mtu BYTES] [--tcp-mem BYTES]
 #                    create the rig NAME (default rrig) and leave it up;
 #                    --delay: each frame takes MS longer one way (MS may
-#                    be fractional; a round trip gains 2 x MS)
+#                    be fractional; a round trip gains 2 x MS); --tcp-mem:
+#                    no TCP socket of either node buffers more than BYTES
 #   shape [--rate0 MBIT] [--rate1 MBIT]
 #                    reshape a rig that is up; 0 Mbit/s means unshaped
 #   down             delete the rig NAME
@@ -191,6 +192,20 @@ delay_link() {
     sleep 0.1
   done
   die "rig_delaylink for ${rails[$r]} not ready after 5 s"
+}
+
+# rig_tcp_mem BYTES: the most a TCP socket of either node may buffer (the
+# last field of net.ipv4.tcp_rmem and tcp_wmem in both namespaces, the
+# default lowered to it where above), so that one stream's window, not the
+# rail, limits it.
+rig_tcp_mem() {
+  local node v lo def _
+  for node in a b; do
+    for v in tcp_rmem tcp_wmem; do
+      read -r lo def _ <"/proc/sys/net/ipv4/$v"
+      in_ns "$node" sysctl -qw "net.ipv4.$v=$lo $((def < $1 ? def : $1)) $1"
+    done
+  done
 }
 
 # rig_up RATE0 RATE1 DELAY_MS MTU: a veth pair per rail, or a delay link
@@ -631,14 +646,9 @@ cmd_run_bench() {
 # must open more data streams per rail than link speed and cores alone
 # give, say so, and the bench across the rig must complete on them.
 cmd_run_longlink() {
-  local node v lo def _ k plain got
+  local k plain got
   rig_own 400 400 5 "$default_mtu"
-  for node in a b; do
-    for v in tcp_rmem tcp_wmem; do
-      read -r lo def _ <"/proc/sys/net/ipv4/$v"
-      in_ns "$node" sysctl -qw "net.ipv4.$v=$lo $((def < 262144 ? def : 262144)) 262144"
-    done
-  done
+  rig_tcp_mem 262144
   pair_env=(NCCL_DEBUG=INFO NCCL_RAIL_NSTREAMS=0)
   bench_pair r0,r1 long --min-bytes 1M --max-bytes 1M --seconds 0.5 --rounds 1 --no-twoway \
     --no-iperf3 --lat-iters 20 || return 1
@@ -1148,7 +1158,7 @@ main() {
   shift
   case $cmd in
     up)
-      local rate0=0 rate1=0 delay=0 mtu=$default_mtu
+      local rate0=0 rate1=0 delay=0 mtu=$default_mtu tcp_mem=0
       while (($#)); do
         case $1 in
           --rate0)
@@ -1167,6 +1177,10 @@ main() {
         mtu=$2
         shift 2
         ;;
+          --tcp-mem)
+        tcp_mem=$2
+        shift 2
+        ;;
           *) die "up: unknown option $1" ;;
         esac
       done
@@ -1174,6 +1188,7 @@ main() {
       # Half a rig is deleted, a whole one stays up.
       trap rig_down EXIT
       rig_up "$rate0" "$rate1" "$delay" "$mtu"
+      ((tcp_mem == 0)) || rig_tcp_mem "$tcp_mem"
       trap - EXIT
       log "rig $rig_name is up: 'dualrail.sh --name $rig_name exec a|b CMD', then 'down'"
       ;;
