@@ -74,6 +74,7 @@ int rail_chan_init(struct rail_chan *ch, int is_send, size_t inline_max) {
                        : SIZE_MAX;
   ch->log_cap = is_send ? 2 * ch->window : (64u << 10);
   ch->stage_cap = 2 * rec_max > RAIL_CHAN_STAGE_MIN ? 2 * rec_max : RAIL_CHAN_STAGE_MIN;
+  ch->back = -1;
   ch->log = malloc(ch->log_cap);
   ch->stage = malloc(ch->stage_cap);
   if (ch->log == NULL || ch->stage == NULL) {
@@ -172,30 +173,22 @@ void rail_chan_flush(struct rail_sock *c) {
   }
 }
 
-/* The length of the record at p (avail bytes there), 0 while not whole,
- * -1 for bytes that are not a record. */
-static long rail_chan_rec_len(const uint8_t *p, size_t avail);
-
-/* Cuts the stage back to its whole records: a new stream replays from
- * there. */
-static void rail_chan_trim(struct rail_chan *ch) {
-  size_t pos = ch->stage_off;
-
-  for (;;) {
-    long len = rail_chan_rec_len(ch->stage + pos, ch->stage_len - pos);
-    if (len <= 0) break;
-    pos += (size_t)len;
-  }
-  ch->stage_len = pos;
-}
-
 /* Points the channel at rail `to` in a new epoch: the first bytes there are
  * a RESYNC naming the offset our replay starts from, then every record the
  * peer has not acknowledged; the peer's first bytes there are its RESYNC,
- * and what it replays that the stage already holds is dropped. */
+ * and what it replays that the stage already holds is dropped, a record
+ * the move cut in two included: the stage keeps every byte it read, so
+ * the stream left behind, should the peer never follow, goes on from the
+ * stage's end (`back`). */
 static void rail_chan_switch(struct rail_chan *ch, int to) {
   struct rail_wire_rec resync = {.type = RAIL_WIRE_REC_RESYNC};
 
+  /* A stream whose RESYNC never came was never read: the one before it
+   * still holds the rest. */
+  if (!ch->expect_resync) {
+    ch->back = ch->cur;
+    ch->back_seen = 0;
+  }
   ch->cur = to;
   ch->epoch++;
   resync.seq = ch->epoch;
@@ -206,7 +199,6 @@ static void rail_chan_switch(struct rail_chan *ch, int to) {
   ch->pre_len = RAIL_WIRE_REC_BYTES;
   ch->pre_off = 0;
   ch->sent = ch->tail;
-  rail_chan_trim(ch);
   ch->resync_len = 0;
   ch->skip = 0;
   ch->expect_resync = 1;
@@ -327,6 +319,9 @@ static int rail_chan_resync(struct rail_chan *ch, struct rail_stream *s) {
     if (rec.seq > ch->epoch) ch->epoch = (uint32_t)rec.seq;
     ch->skip = have - rec.arg;
     ch->expect_resync = 0;
+    /* The peer followed: its replay brings the rest of what the stream we
+     * left held. */
+    ch->back = -1;
   }
   while (ch->skip > 0) {
     uint8_t sink[4096];
@@ -337,17 +332,11 @@ static int rail_chan_resync(struct rail_chan *ch, struct rail_stream *s) {
   return 1;
 }
 
-int rail_chan_read(struct rail_sock *c) {
-  struct rail_chan *ch = &c->chan;
-  struct rail_stream *s;
-  size_t room;
+/* Appends to the stage what s has now. */
+static int rail_chan_stage_from(struct rail_chan *ch, struct rail_stream *s) {
+  size_t room = rail_chan_room(ch);
   ssize_t n;
 
-  rail_chan_check_standby(c);
-  s = &c->rails[ch->cur].ctl;
-  if (s->dead || s->read_end || s->fd < 0 || ch->proto_err) return 0;
-  if ((ch->expect_resync || ch->skip > 0) && !rail_chan_resync(ch, s)) return 0;
-  room = rail_chan_room(ch);
   if (room == 0) return 0;
   n = rail_chan_recv(s, ch->stage + ch->stage_len, room);
   if (n <= 0) return 0;
@@ -355,13 +344,46 @@ int rail_chan_read(struct rail_sock *c) {
   return (size_t)n == room ? RAIL_CHAN_READ_MORE : RAIL_CHAN_READ_ALL;
 }
 
-static long rail_chan_rec_len(const uint8_t *p, size_t avail) {
-  struct rail_wire_rec rec;
-  size_t plen;
+/* What the peer wrote on the stream we moved away from, until its RESYNC
+ * says it followed: it may close, or lose the rail we moved to, before it
+ * ever does (its close waits only for our kernel to acknowledge what it
+ * wrote, and the stream we left may still take bytes), and then that
+ * stream holds the last of what it reported sent. Read in step with the
+ * stage, so the replay, should it come, drops those bytes as it drops any
+ * it finds staged. */
+static int rail_chan_read_back(struct rail_sock *c) {
+  struct rail_chan *ch = &c->chan;
+  struct rail_stream *s = &c->rails[ch->back].ctl;
+  int got;
 
-  if (avail < RAIL_WIRE_REC_BYTES) return 0;
-  if (rail_wire_rec_decode(p, avail, &rec, &plen) != 0) return -1;
-  return avail < RAIL_WIRE_REC_BYTES + plen ? 0 : (long)(RAIL_WIRE_REC_BYTES + plen);
+  if (s->read_end || s->fd < 0) {
+    ch->back = -1;
+    return 0;
+  }
+  got = rail_chan_stage_from(ch, s);
+  if (s->read_end) ch->back = -1;
+  if (got > 0 && !ch->back_seen) {
+    ch->back_seen = 1;
+    RAIL_INFO(RAIL_SUBSYS_NET,
+              "connection with %s: the peer wrote on rail %s after the control channel left it; "
+              "read there until it follows to rail %s",
+              c->peer, c->rails[s->rail].desc, c->rails[ch->cur].desc);
+  }
+  return got;
+}
+
+int rail_chan_read(struct rail_sock *c) {
+  struct rail_chan *ch = &c->chan;
+  struct rail_stream *s;
+  int got;
+
+  rail_chan_check_standby(c);
+  if (ch->proto_err) return 0;
+  if (ch->back >= 0 && (got = rail_chan_read_back(c)) > 0) return got;
+  s = &c->rails[ch->cur].ctl;
+  if (s->dead || s->read_end || s->fd < 0) return 0;
+  if ((ch->expect_resync || ch->skip > 0) && !rail_chan_resync(ch, s)) return 0;
+  return rail_chan_stage_from(ch, s);
 }
 
 int rail_chan_next(struct rail_sock *c, struct rail_wire_rec *rec, const uint8_t **payload,

@@ -50,7 +50,10 @@ int rail_chan_append(struct rail_sock *c, struct rail_wire_rec *rec, const void 
 /* Writes what the socket takes now. */
 void rail_chan_flush(struct rail_sock *c);
 /* Reads what has arrived into the stage (and notices the peer moving the
- * channel to another rail). Never blocks. Returns 0 when nothing was read,
+ * channel to another rail): after a move, first what the peer still wrote
+ * on the stream the channel left, until the peer follows; the peer may
+ * close before it does, and nothing it reported sent is left unread.
+ * Never blocks. Returns 0 when nothing was read,
  * RAIL_CHAN_READ_MORE when the read filled the stage's room (the socket may
  * hold more), RAIL_CHAN_READ_ALL when it took everything there was. */
 #define RAIL_CHAN_READ_MORE 1

@@ -71,6 +71,11 @@ struct rail_chan {
   size_t resync_len;
   uint64_t skip; /* replayed bytes the stage holds already, to drop */
   int cur;       /* rail whose control stream carries the channel */
+  /* The rail we moved away from while reading it in step, until the
+   * peer's RESYNC on the new one says it followed: what the peer wrote
+   * before it did is on that stream, and it goes on from the stage's end.
+   * -1 when none. back_seen: it brought bytes since the move. */
+  int back, back_seen;
   uint32_t epoch;
   int expect_resync;
   int proto_err; /* -EPROTO once the peer broke the format or its window */

@@ -7,7 +7,9 @@
 #define _GNU_SOURCE /* setns, in netns_util.h */
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "fake_peer.h"
 #include "netns_util.h"
@@ -296,6 +298,148 @@ TEST(test_close_follows_the_receivers_move) {
     if (rr != NULL) CHECK_EQ_INT(nt_wait(rr, &rs, 10), 0);
     CHECK_EQ_INT(rs, (int)sizeof(sb));
     CHECK_EQ_INT(nt_check(rb, sizeof(sb), 7), -1);
+    nt_close(&p);
+  }
+}
+
+/* ---- a RESYNC held back: the peer's socket buffer full, or its segment
+ * lost and waiting for TCP to send it again ---------------------------------------------- */
+
+/* While set, every control-stream write that starts with a RESYNC record
+ * finds the socket full (EAGAIN), as the write of a channel's move does when
+ * its stream's buffer is full; nothing else is touched. The transport's
+ * calls to sendmsg() in this binary come here. */
+static int nt_hold_resync;
+/* -2: the next control-stream write that starts with a message record of
+ * more than 2000 bytes takes its first 1000 bytes only (a short write),
+ * and that stream then stays full (nt_cut_fd is its fd) until the test
+ * sets nt_cut_fd to -1: a record cut in two on the wire. */
+static int nt_cut_fd = -1;
+
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
+  int cut = __atomic_load_n(&nt_cut_fd, __ATOMIC_ACQUIRE);
+  struct rail_wire_rec rec;
+  size_t plen;
+
+  if (msg->msg_iovlen == 0 || msg->msg_iov[0].iov_len < RAIL_WIRE_REC_BYTES ||
+      rail_wire_rec_decode(msg->msg_iov[0].iov_base, RAIL_WIRE_REC_BYTES, &rec, &plen) != 0)
+    rec.type = 0;
+  if ((rec.type == RAIL_WIRE_REC_RESYNC && msg->msg_iov[0].iov_len == RAIL_WIRE_REC_BYTES &&
+       __atomic_load_n(&nt_hold_resync, __ATOMIC_ACQUIRE)) ||
+      (cut >= 0 && fd == cut)) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (cut == -2 && rec.type == FP_REC_MSG && plen > 2000 && msg->msg_iov[0].iov_len > 1000) {
+    struct iovec head = {msg->msg_iov[0].iov_base, 1000};
+    struct msghdr part = *msg;
+    part.msg_iov = &head;
+    part.msg_iovlen = 1;
+    __atomic_store_n(&nt_cut_fd, fd, __ATOMIC_RELEASE);
+    return syscall(SYS_sendmsg, fd, &part, flags);
+  }
+  return syscall(SYS_sendmsg, fd, msg, flags);
+}
+
+/* The same move, but its RESYNC does not reach the sender before the sender
+ * has closed, and the rail the receiver left still carries bytes: the
+ * sender's last message, which it reported complete, is written on the
+ * stream the receiver stopped reading, and the stream the receiver moved to
+ * ends without the sender ever writing there. The receiver reads the stream
+ * it left to its end, from the byte where it stopped (a record cut in two
+ * by the move included), before it takes the end as the sender's close. */
+TEST(test_close_before_the_receivers_move_arrives) {
+  nt_setup();
+  for (int run = 0; run < 6; run++) {
+    /* The last receive posted before the sender closes, or after. */
+    int post_first = run % 2;
+    struct nt_pair p;
+    uint8_t sb[3000], rb[2][3001];
+    void *sr = NULL, *rr[2] = {NULL, NULL};
+    int ss = -1, rs = -1;
+
+    CHECK_EQ_INT(nt_connect(nt_dev2, &p, 10), 0);
+    nt_fill(sb, sizeof(sb), 9);
+    CHECK_EQ_INT(nt_isend(p.sc, sb, sizeof(sb), 0, &sr, 5), 0);
+    CHECK_EQ_INT(nt_wait(sr, &ss, 10), 0);
+    nt_log_start();
+    __atomic_store_n(&nt_hold_resync, 1, __ATOMIC_RELEASE);
+    CHECK_EQ_INT(rail_net_comm_rail_down(p.rc, 0), 0);
+    nt_fill(sb, sizeof(sb), 11);
+    sr = NULL;
+    CHECK_EQ_INT(nt_isend(p.sc, sb, sizeof(sb), 0, &sr, 5), 0);
+    CHECK_EQ_INT(nt_wait(sr, &ss, 10), 0);
+    for (int i = 0; i < 2 && post_first; i++)
+      CHECK_EQ_INT(nt_irecv(p.rc, rb[i], sizeof(rb[i]), 0, &rr[i], 5), 0);
+    rail_net_close_send(p.sc);
+    p.sc = NULL;
+    /* The sender never saw the move: it closed on the rail it had. */
+    CHECK(!nt_log_has_info("peer moved the control channel", NULL));
+    __atomic_store_n(&nt_hold_resync, 0, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++) {
+      rs = -1;
+      if (!post_first) CHECK_EQ_INT(nt_irecv(p.rc, rb[i], sizeof(rb[i]), 0, &rr[i], 5), 0);
+      if (rr[i] != NULL) CHECK_EQ_INT(nt_wait(rr[i], &rs, 10), 0);
+      CHECK_EQ_INT(rs, (int)sizeof(sb));
+      CHECK_EQ_INT(nt_check(rb[i], sizeof(sb), i == 0 ? 9 : 11), -1);
+    }
+    CHECK(nt_log_has_info("the peer wrote on rail", "after the control channel left it"));
+    nt_close(&p);
+  }
+}
+
+/* The receiver moves the channel while the sender's record is cut in two
+ * on the stream it leaves: the first part read, the rest still to be
+ * written there. The receiver keeps the part it has; then either the
+ * sender follows (its replay's copy of those bytes is dropped) or, with
+ * the RESYNC held back, it closes first, and the rest is read from the
+ * stream left. Either way the message arrives whole, once. */
+TEST(test_move_keeps_a_record_cut_in_two) {
+  nt_setup();
+  for (int run = 0; run < 6; run++) {
+    int hold = run % 2;
+    struct nt_pair p;
+    uint8_t sb[3000], rb[3001];
+    void *sr = NULL, *rr = NULL;
+    int ss = -1, rs = -1, done = 0;
+
+    CHECK_EQ_INT(nt_connect(nt_dev2, &p, 10), 0);
+    nt_fill(sb, sizeof(sb), 13);
+    CHECK_EQ_INT(nt_irecv(p.rc, rb, sizeof(rb), 0, &rr, 5), 0);
+    __atomic_store_n(&nt_cut_fd, -2, __ATOMIC_RELEASE);
+    CHECK_EQ_INT(nt_isend(p.sc, sb, sizeof(sb), 0, &sr, 5), 0);
+    CHECK(__atomic_load_n(&nt_cut_fd, __ATOMIC_ACQUIRE) >= 0);
+    /* The receiver's test reads the first part: a record not yet whole. */
+    for (int i = 0; i < 20 && rr != NULL && !done; i++) {
+      CHECK_EQ_INT(rail_net_test(rr, &done, &rs), 0);
+      usleep(1000);
+    }
+    CHECK(!done);
+    __atomic_store_n(&nt_hold_resync, hold, __ATOMIC_RELEASE);
+    CHECK_EQ_INT(rail_net_comm_rail_down(p.rc, 0), 0);
+    __atomic_store_n(&nt_cut_fd, -1, __ATOMIC_RELEASE);
+    CHECK_EQ_INT(nt_wait(sr, &ss, 10), 0);
+    if (hold) {
+      rail_net_close_send(p.sc);
+      p.sc = NULL;
+      __atomic_store_n(&nt_hold_resync, 0, __ATOMIC_RELEASE);
+    }
+    if (rr != NULL) CHECK_EQ_INT(nt_wait(rr, &rs, 10), 0);
+    CHECK_EQ_INT(rs, (int)sizeof(sb));
+    CHECK_EQ_INT(nt_check(rb, sizeof(sb), 13), -1);
+    if (!hold) {
+      /* And the channel goes on: the next message too, once. */
+      nt_fill(sb, sizeof(sb), 14);
+      CHECK_EQ_INT(nt_isend(p.sc, sb, sizeof(sb), 0, &sr, 5), 0);
+      CHECK_EQ_INT(nt_irecv(p.rc, rb, sizeof(rb), 0, &rr, 5), 0);
+      int src = -1, rrc = -1;
+      rs = -1;
+      CHECK_EQ_INT(nt_wait2(sr, &ss, &src, rr, &rs, &rrc, 10), 0);
+      CHECK_EQ_INT(src, 0);
+      CHECK_EQ_INT(rrc, 0);
+      CHECK_EQ_INT(rs, (int)sizeof(sb));
+      CHECK_EQ_INT(nt_check(rb, sizeof(sb), 14), -1);
+    }
     nt_close(&p);
   }
 }
@@ -619,6 +763,7 @@ TEST(test_random_and_truncated_handles) {
 }
 
 RAIL_TEST_MAIN(test_close_while_a_rail_goes_down, test_close_follows_the_receivers_move,
+               test_close_before_the_receivers_move_arrives, test_move_keeps_a_record_cut_in_two,
                test_straggler_small_messages, test_straggler_mixed_two_rails,
                test_partitioned_peer_fails_in_bounded_time, test_close_delivers_last_message,
                test_chunk_offset_wraps, test_chunk_overlap, test_fail_waits_for_writers,
