@@ -118,6 +118,17 @@ static inline struct rail_iface nt_lo_iface(const char *ip, int speed_mbps) {
   return ifc;
 }
 
+/* An interface of that name and tier, nothing else known (no address, no
+ * speed, no NUMA node). */
+static inline struct rail_iface nt_fake(const char *name, int tier) {
+  struct rail_iface f;
+  memset(&f, 0, sizeof(f));
+  snprintf(f.name, sizeof(f.name), "%s", name);
+  f.tier = tier;
+  f.numa = f.numa_os = -1;
+  return f;
+}
+
 /* A device of n loopback rails at 127.0.0.1, 127.0.0.2, ... */
 static inline int nt_lo_device(int n, const int *speeds) {
   struct rail_iface rails[RAIL_NET_MAX_MEMBERS];

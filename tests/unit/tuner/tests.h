@@ -68,6 +68,8 @@ void nvlstree_levels_pay_the_reported_latency_on_efa(void);
 void collnet_wins_where_sharp_halves_the_traffic(void);
 void nvls_across_nodes_needs_sharp(void);
 void mnnvl_leaves_every_choice_to_nccl(void);
+
+/* test_decide.c */
 void outside_evidence_the_choice_is_nccls(void);
 void inside_evidence_the_correction_stands(void);
 void contradicted_correction_does_not_apply(void);
