@@ -19,7 +19,9 @@
 #include "common/param.h"
 #include "tests/unit/test.h"
 #include "topology/topo.h"
-#include "topology/topo_int.h"
+#include "topology/discover/discover.h"
+#include "topology/model/model.h"
+#include "topology/pass/pass.h"
 #include "tests/unit/topology/helpers.h"
 
 /* ---- shared fixtures: real machines ---- */
@@ -259,8 +261,10 @@ TEST(pcie_host_without_switches) {
  * lists them (issue 34): a port whose only address is IPv6 link-local is
  * no rail beside routable ones (topo: "not used: no routable address"),
  * while ports that are all link-local stay one group, and an RDMA port,
- * which needs no IP address, is never judged by its addresses. */
-static struct rail_topo *ll_model(int fabric0) {
+ * which needs no IP address, is never judged by its addresses. The model
+ * is built by hand, as a loader leaves it, and goes through the passes
+ * discovery runs on a live model, addresses (NULL: none) included. */
+static struct rail_topo *ll_model(int fabric0, const struct ifaddrs *addrs) {
   static const char *const names[3] = {"eth2", "rb0", "rb1"};
   struct rail_topo *t = calloc(1, sizeof(*t));
 
@@ -273,9 +277,18 @@ static struct rail_topo *ll_model(int fabric0) {
     t->nics[n].flags = RAIL_NIC_NO_PCI;
     t->nics[n].pci = -1;
     t->nics[n].speed_mbps = 10000;
+    t->nics[n].numa = -1;
   }
-  rail_topo_make_rails(t);
+  rail_topo_passes(t, &(struct rail_topo_here){.addrs = addrs});
   return t;
+}
+
+/* How many NICs the link-local pass marked. */
+static int ll_marked(const struct rail_topo *t) {
+  int n = 0;
+  for (int k = 0; k < t->nnics; k++)
+    n += (t->nics[k].flags & RAIL_NIC_LINK_LOCAL) != 0;
+  return n;
 }
 
 static void ll_addr(struct ifaddrs *a, struct sockaddr_storage *ss, const char *name,
@@ -297,15 +310,17 @@ static void ll_addr(struct ifaddrs *a, struct sockaddr_storage *ss, const char *
 TEST(link_local_only_port_is_no_rail) {
   struct ifaddrs a[4];
   struct sockaddr_storage ss[4];
-  struct rail_topo *t = ll_model(RAIL_FABRIC_TCP);
+  struct rail_topo *t = ll_model(RAIL_FABRIC_TCP, NULL);
   char *text;
 
   CHECK_EQ_INT(t->ngroups, 1); /* sysfs alone fuses all three */
+  rail_topo_free(t);
   ll_addr(&a[0], &ss[0], "eth2", "fe80::1", &a[1]);
   ll_addr(&a[1], &ss[1], "rb0", "10.0.0.1", &a[2]);
   ll_addr(&a[2], &ss[2], "rb0", "fe80::2", &a[3]);
   ll_addr(&a[3], &ss[3], "rb1", "10.0.1.1", NULL);
-  CHECK_EQ_INT(rail_topo_mark_link_local(t, a), 1);
+  t = ll_model(RAIL_FABRIC_TCP, a);
+  CHECK_EQ_INT(ll_marked(t), 1);
   CHECK_EQ_INT(t->nics[0].role, RAIL_NIC_ROLE_OTHER);
   CHECK(strstr(t->nics[0].role_note, "IPv6 link-local fe80::1 only") != NULL);
   CHECK_EQ_INT(t->groups[t->nics[1].group].nnics, 2);
@@ -316,18 +331,18 @@ TEST(link_local_only_port_is_no_rail) {
   free(text);
   rail_topo_free(t);
   /* All link-local: what the node has, one group. */
-  t = ll_model(RAIL_FABRIC_TCP);
   ll_addr(&a[1], &ss[1], "rb0", "fe80::2", &a[3]);
   ll_addr(&a[3], &ss[3], "rb1", "fe80::3", NULL);
-  CHECK_EQ_INT(rail_topo_mark_link_local(t, a), 3);
+  t = ll_model(RAIL_FABRIC_TCP, a);
+  CHECK_EQ_INT(ll_marked(t), 3);
   CHECK_EQ_INT(t->ngroups, 1);
   CHECK_EQ_INT(t->nics[0].role, RAIL_NIC_ROLE_COMPUTE);
   rail_topo_free(t);
   /* A RoCE port with a link-local address only is not judged by it. */
-  t = ll_model(RAIL_FABRIC_ROCE);
   ll_addr(&a[1], &ss[1], "rb0", "10.0.0.1", &a[3]);
   ll_addr(&a[3], &ss[3], "rb1", "10.0.1.1", NULL);
-  CHECK_EQ_INT(rail_topo_mark_link_local(t, a), 0);
+  t = ll_model(RAIL_FABRIC_ROCE, a);
+  CHECK_EQ_INT(ll_marked(t), 0);
   CHECK_EQ_INT(t->nics[0].flags & RAIL_NIC_LINK_LOCAL, 0);
   rail_topo_free(t);
 }
