@@ -31,7 +31,8 @@ static const struct rail_topo_loader *const rail_live_loaders[] = {
 
 #define RAIL_NLOADERS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* One loader, then the passes: every model leaves discovery this way. */
+/* One loader, then the passes: how a file, or a loader named by a test,
+ * becomes a model (a live model's passes are live_passes()). */
 static int load_with(const struct rail_topo_loader *l, const struct rail_topo_src *src,
                      const struct rail_topo_here *here, struct rail_topo **out) {
   int rc = l->load(src, out);
