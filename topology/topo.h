@@ -76,7 +76,7 @@ struct rail_topo_gpu {
 #define RAIL_NIC_NO_PCI 0x8 /* virtual NIC: no PCI path (VMs, veth) */
 /* A sockets NIC that is up whose only address is IPv6 link-local (fe80::/10,
  * note says which): it reaches only its own link, never another node's rail
- * subnet, so it is no rail while any NIC has a routable address (rails.c).
+ * subnet, so it is no rail while any NIC has a routable address (pass/rails.c).
  * Set by live discovery only (rail_topo_discover). */
 #define RAIL_NIC_LINK_LOCAL 0x10
 
@@ -103,7 +103,7 @@ const char *rail_fabric_name(enum rail_fabric f);
  * never uses sockets beside them), unless they sit in a GPU's own PCIe
  * switch (PIX, PXB) and no RDMA NIC does: a NIC beside a GPU is a rail. A
  * verbs device's name (mlx5_*, ...) is RDMA without any other attribute
- * (nccl_xml.c). Each GPU is then served by the nearest
+ * (load/nccl_xml.c). Each GPU is then served by the nearest
  * of what counts (by path type), the fastest of those when they differ
  * (unknown speed is no evidence). A NIC that serves no GPU is OTHER, with
  * the reason in role_note; so is a NIC that is down. Without GPUs, every

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/topo_int.h"
+#include "topology/discover/discover.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /* nccl-rail topo's drawing (topo_svg.h).
  *
  * The words a NIC is described with and the warnings come from the text
- * output's own helpers (topology/print_int.h), so the drawing can never say
+ * output's own helpers (topology/print/print.h), so the drawing can never say
  * something the text does not: it is the third form of the same output,
  * beside print.c and print_json.c, kept on the tools' side because the
  * plugin never draws. */
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tools/draw/svg.h"
-#include "topology/print_int.h"
+#include "topology/print/print.h"
 
 #define TS_MAX_NODES                                                                               \
   (RAIL_TOPO_MAX_PCI + RAIL_TOPO_MAX_GPUS + RAIL_TOPO_MAX_NICS + RAIL_TOPO_MAX_NUMA + 4)

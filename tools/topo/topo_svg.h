@@ -4,7 +4,7 @@
  * each compute rail's NICs (and the GPUs they serve) in the rail id's
  * colour, the NICs that are not rails greyed with the reason, and the
  * warnings `nccl-rail topo` prints, in a box. The same model and words as
- * the text (topology/print.c). */
+ * the text (topology/print/print.c). */
 #ifndef RAIL_TOOLS_TOPO_SVG_H
 #define RAIL_TOOLS_TOPO_SVG_H
 

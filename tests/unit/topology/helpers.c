@@ -15,7 +15,7 @@
 
 #include "common/log.h"
 #include "tests/unit/test.h"
-#include "topology/topo_int.h"
+#include "topology/topo.h"
 
 /* ---- helpers ---- */
 

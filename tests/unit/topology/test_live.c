@@ -15,8 +15,9 @@
 #include "common/sysfs.h"
 #include "tests/unit/test.h"
 #include "tests/unit/topology/helpers.h"
-#include "topology/hwloc_api.h"
-#include "topology/topo_int.h"
+#include "topology/discover/discover.h"
+#include "topology/load/hwloc_api.h"
+#include "topology/load/load.h"
 
 static void set_roots(const char *sysfs, const char *hwloc) {
   if (sysfs != NULL)

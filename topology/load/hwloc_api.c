@@ -1,5 +1,5 @@
 /* libhwloc through dlopen (hwloc_api.h). */
-#include "topology/hwloc_api.h"
+#include "topology/load/hwloc_api.h"
 
 #include <dlfcn.h>
 #include <errno.h>

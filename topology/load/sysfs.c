@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "topology/topo_int.h"
+#include "topology/build/build.h"
+#include "topology/load/load.h"
+#include "topology/model/model.h"
 
 /* Interfaces considered before the model's own limit applies: a host with
  * hundreds of container veths must still find its physical NICs. */
@@ -265,15 +267,6 @@ static int rate_mbps(const char *rate) {
   return v > 0 && v < 100000 ? (int)(v * 1000 + 0.5) : 0;
 }
 
-/* The fabric an RDMA device gives its NIC: its link layer, unless the PCI
- * identity already said more (EFA, whose link layer reads "Unspecified"). */
-static void rdma_fabric(struct rail_topo_nic *nic, int ib) {
-  if (ib)
-    nic->fabric = RAIL_FABRIC_IB;
-  else if (nic->fabric != RAIL_FABRIC_EFA && nic->fabric != RAIL_FABRIC_LIBFABRIC)
-    nic->fabric = strncmp(nic->rdma_dev, "efa", 3) == 0 ? RAIL_FABRIC_EFA : RAIL_FABRIC_ROCE;
-}
-
 /* One RDMA device: joined to its interface's NIC, or a NIC of its own. */
 static int read_rdma_dev(struct sysfs_ctx *c, const char *dev, struct rail_topo_nic *nics,
                          int *count) {
@@ -304,7 +297,7 @@ static int read_rdma_dev(struct sysfs_ctx *c, const char *dev, struct rail_topo_
   }
   snprintf(nic->rdma_dev, sizeof(nic->rdma_dev), "%s", dev);
   if (ib) nic->flags |= RAIL_NIC_IB;
-  rdma_fabric(nic, ib);
+  rail_topo_rdma_fabric(nic, ib);
   /* RoCE and software devices: the interface's speed and state stand. */
   if (!ib && !own) return rc;
   if (rate_mbps(rate) > 0) nic->speed_mbps = rate_mbps(rate);
@@ -359,53 +352,6 @@ free_nics:
   return rc;
 }
 
-/* What a file left out of one NIC, from the PCI function of the same bus id
- * here: its interface, its RDMA device and so its fabric. */
-static void enrich_nic(const struct rail_sysfs *fs, struct rail_topo_nic *nic) {
-  char **names, layer[32];
-  int n;
-
-  if (nic->netdev[0] == '\0' &&
-      rail_sysfs_list(fs, &names, &n, "sys/bus/pci/devices/%s/net", nic->bus_id) == 0) {
-    if (n > 0) snprintf(nic->netdev, sizeof(nic->netdev), "%s", names[0]);
-    rail_sysfs_free_list(names, n);
-  }
-  if (nic->rdma_dev[0] == '\0')
-    rail_sysfs_pci_rdma(fs, nic->bus_id, nic->rdma_dev, sizeof(nic->rdma_dev));
-  if (nic->fabric != RAIL_FABRIC_UNKNOWN && nic->fabric != RAIL_FABRIC_TCP) return;
-  if (nic->rdma_dev[0] == '\0') return;
-  if (rail_sysfs_read(fs, layer, sizeof(layer), "sys/class/infiniband/%s/ports/%d/link_layer",
-                      nic->rdma_dev, rail_sysfs_rdma_first_port(fs, nic->rdma_dev)) != 0)
-    layer[0] = '\0';
-  rdma_fabric(nic, strcmp(layer, "InfiniBand") == 0);
-}
-
-void rail_topo_sysfs_enrich(struct rail_topo *topo, const struct rail_sysfs *fs) {
-  int changed = 0;
-  for (int i = 0; i < topo->nnics; i++) {
-    struct rail_topo_nic *nic = &topo->nics[i];
-    int fabric = nic->fabric;
-    if (nic->bus_id[0] == '\0') continue;
-    if (rail_sysfs_realpath(fs, nic->pci_path, sizeof(nic->pci_path), "sys/bus/pci/devices/%s",
-                            nic->bus_id) != 0) {
-      nic->pci_path[0] = '\0';
-      continue;
-    }
-    enrich_nic(fs, nic);
-    changed |= nic->fabric != fabric;
-  }
-  /* A fabric learnt here can change which NICs are rails. */
-  if (changed) rail_topo_make_rails(topo);
-  rail_topo_group_paths(topo);
-}
-
-int rail_topo_load_sysfs(const char *root, struct rail_topo **out) {
-  struct rail_sysfs fs;
-  int rc = rail_sysfs_open(&fs, root);
-  if (rc != 0) return rc;
-  return rail_topo_loader_sysfs.load(&(struct rail_topo_src){.fs = &fs}, out);
-}
-
 static int sysfs_probe(const struct rail_topo_src *src, char *why, size_t len) {
   snprintf(why, len, "sysfs alone");
   return 1;
@@ -420,7 +366,6 @@ static int sysfs_load(const struct rail_topo_src *src, struct rail_topo **out) {
   rc = add_numa_nodes(&c);
   if (rc == 0) rc = add_pci_devices(&c);
   if (rc == 0) rc = rail_topo_sysfs_add_nics(c.topo, src->fs);
-  if (rc == 0) rc = rail_topo_finish(c.topo);
   if (rc != 0) {
     rail_topo_free(c.topo);
     return rc;

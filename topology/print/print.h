@@ -1,9 +1,9 @@
 /* What the text (print.c) and JSON (print_json.c) forms of `nccl-rail topo`
  * share: the words for a NIC and the warnings, so both say the same. */
-#ifndef RAIL_TOPO_PRINT_INT_H
-#define RAIL_TOPO_PRINT_INT_H
+#ifndef RAIL_TOPO_PRINT_H
+#define RAIL_TOPO_PRINT_H
 
-#include "topology/topo_int.h"
+#include "topology/model/model.h"
 
 #define RAIL_TOPO_WARN_LEN 256
 

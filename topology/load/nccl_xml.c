@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "topology/topo_int.h"
+#include "topology/build/build.h"
+#include "topology/load/load.h"
+#include "topology/model/model.h"
 
 #define NCCL_MAX_HOSTS 64
 
@@ -370,8 +372,7 @@ static void note_hosts(struct nccl_ctx *c, const struct rail_xml_node *root) {
             c->topo->mnnvl ? ", multi-node NVLink" : "");
 }
 
-int rail_topo_load_nccl_xml(const char *path, const struct rail_xml_node *root,
-                            struct rail_topo **out) {
+static int nccl_build(const char *path, const struct rail_xml_node *root, struct rail_topo **out) {
   struct nccl_ctx *c = calloc(1, sizeof(*c));
   int ncpu = 0, rc;
 
@@ -394,8 +395,6 @@ int rail_topo_load_nccl_xml(const char *path, const struct rail_xml_node *root,
     goto free_topo;
   }
   note_hosts(c, root);
-  rc = rail_topo_finish(c->topo);
-  if (rc != 0) goto free_topo;
   *out = c->topo;
   free(c);
   return 0;
@@ -413,7 +412,7 @@ static int nccl_probe(const struct rail_topo_src *src, char *why, size_t len) {
 }
 
 static int nccl_load(const struct rail_topo_src *src, struct rail_topo **out) {
-  return rail_topo_load_nccl_xml(src->path, src->root, out);
+  return nccl_build(src->path, src->root, out);
 }
 
 const struct rail_topo_loader rail_topo_loader_nccl_xml = {"nccl-xml", nccl_probe, nccl_load};

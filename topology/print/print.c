@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "topology/print_int.h"
+#include "topology/print/print.h"
 
 static void warnf(rail_topo_warn_fn fn, void *arg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "topology/hwloc_api.h"
-#include "topology/topo_int.h"
+#include "topology/build/build.h"
+#include "topology/load/hwloc_api.h"
+#include "topology/load/load.h"
+#include "topology/model/model.h"
 
 static const char *const rail_hwloc_skip[] = {"pci",  "gl",   "opencl",   "cuda",
                                               "nvml", "rsmi", "levelzero"};
@@ -172,7 +174,6 @@ static int hwloc_build(const struct rail_topo_hwloc_api *api, const struct rail_
   if (rc == 0) rc = walk(&c, api->get_obj_by_depth(c.t, 0, 0), -1);
   api->topology_destroy(c.t);
   if (rc == 0) rc = rail_topo_sysfs_add_nics(c.topo, fs);
-  if (rc == 0) rc = rail_topo_finish(c.topo);
   if (rc != 0) goto free_topo;
   *out = c.topo;
   return 0;
@@ -180,17 +181,6 @@ static int hwloc_build(const struct rail_topo_hwloc_api *api, const struct rail_
 free_topo:
   rail_topo_free(c.topo);
   return rc;
-}
-
-int rail_topo_load_hwloc(const char *sysfs_root, struct rail_topo **out) {
-  const struct rail_topo_hwloc_api *api = rail_topo_hwloc_api_get();
-  struct rail_sysfs fs;
-  int rc;
-
-  if (api == NULL) return -ENOSYS;
-  rc = rail_sysfs_open(&fs, sysfs_root);
-  if (rc != 0) return rc;
-  return hwloc_build(api, &fs, out);
 }
 
 const char *rail_topo_hwloc_status(void) {

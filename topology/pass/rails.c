@@ -1,11 +1,13 @@
-/* Which NICs are the node's compute rails (and why the others are not),
- * the rail groups among them, and their rail ids (topo.h states the rule;
- * this file applies it). */
+/* The rails pass: which NICs are the node's compute rails (and why the
+ * others are not), the rail groups among them, and their rail ids (topo.h
+ * states the rule; this file applies it). The last pass (pass.h): it reads
+ * the paths, and the flags the passes before it set. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "topology/topo_int.h"
+#include "topology/model/model.h"
+#include "topology/pass/pass.h"
 
 /* NICs that carry RDMA (verbs or libfabric), which NCCL prefers to sockets
  * whenever any is present. An unknown fabric is neither: it is kept, and
@@ -13,12 +15,6 @@
 static int nic_rdma(const struct rail_topo_nic *n) {
   return n->fabric == RAIL_FABRIC_IB || n->fabric == RAIL_FABRIC_ROCE ||
          n->fabric == RAIL_FABRIC_EFA || n->fabric == RAIL_FABRIC_LIBFABRIC;
-}
-
-/* Kinds never share a group, since one fused device needs one way to carry
- * its traffic: the fabric, and whether the NIC is virtual. */
-int rail_topo_nic_kind(const struct rail_topo_nic *n) {
-  return ((n->flags & RAIL_NIC_NO_PCI) ? 8 : 0) | (n->fabric & 7);
 }
 
 static void set_other(struct rail_topo_nic *n, const char *fmt, ...)
@@ -190,6 +186,32 @@ static void group_add(struct rail_topo *topo, int gi, int nic) {
   n->group = gi;
 }
 
+/* The longest common prefix of two sysfs paths made of whole components:
+ * "/a/b/c" and "/a/bX" share "/a". */
+static void path_common(char *acc, const char *p) {
+  size_t i = 0, cut = 0;
+  while (acc[i] != '\0' && acc[i] == p[i]) {
+    i++;
+    if ((acc[i] == '/' || acc[i] == '\0') && (p[i] == '/' || p[i] == '\0')) cut = i;
+  }
+  acc[cut] = '\0';
+}
+
+/* Each group's pci_path: the longest common path of its members'. */
+static void group_paths(struct rail_topo *topo) {
+  for (int gi = 0; gi < topo->ngroups; gi++) {
+    struct rail_topo_group *grp = &topo->groups[gi];
+    snprintf(grp->pci_path, sizeof(grp->pci_path), "%s", topo->nics[grp->nics[0]].pci_path);
+    for (int k = 1; k < grp->nnics; k++) {
+      const char *p = topo->nics[grp->nics[k]].pci_path;
+      if (p[0] == '\0')
+        grp->pci_path[0] = '\0';
+      else
+        path_common(grp->pci_path, p);
+    }
+  }
+}
+
 static int group_new(struct rail_topo *topo, uint64_t gpu_mask) {
   struct rail_topo_group *grp = &topo->groups[topo->ngroups];
   memset(grp, 0, sizeof(*grp));
@@ -267,7 +289,7 @@ static void make_groups(struct rail_topo *topo) {
     }
     grp->pci = c;
   }
-  rail_topo_group_paths(topo);
+  group_paths(topo);
 }
 
 static int lowest_bit(uint64_t m) { return m ? __builtin_ctzll(m) : 64; }

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "topology/topo_int.h"
+#include "topology/build/build.h"
+#include "topology/load/load.h"
+#include "topology/model/model.h"
 
 /* OS device types: an enum up to hwloc 2.x, flags from 3.0 on. */
 enum { HX_OSDEV2_NETWORK = 2, HX_OSDEV2_OPENFABRICS = 3 };
@@ -29,7 +31,7 @@ struct hx_ctx {
   int ngp;
   struct {
     long gp;
-    int kind, gpu; /* gpu: index in gpus[] before rail_topo_finish() sorts them */
+    int kind, gpu; /* gpu: index in gpus[] before the passes sort them */
   } gp[HX_MAX_GP];
 };
 
@@ -375,8 +377,7 @@ static int cmp_numa(const void *a, const void *b) {
          ((const struct rail_topo_numa *)b)->os_index;
 }
 
-int rail_topo_load_hwloc_xml(const char *path, const struct rail_xml_node *root,
-                             struct rail_topo **out) {
+static int hx_build(const char *path, const struct rail_xml_node *root, struct rail_topo **out) {
   struct hx_ctx c = {.file = path};
   const char *version = rail_xml_attr(root, "version");
   const struct rail_xml_node *top = NULL;
@@ -398,8 +399,6 @@ int rail_topo_load_hwloc_xml(const char *path, const struct rail_xml_node *root,
   rc = hx_walk(&c, root, -1, -1);
   if (rc != 0) goto free_topo;
   hx_distances(&c, root);
-  rc = rail_topo_finish(c.topo);
-  if (rc != 0) goto free_topo;
   *out = c.topo;
   return 0;
 
@@ -414,7 +413,7 @@ static int hx_probe(const struct rail_topo_src *src, char *why, size_t len) {
 }
 
 static int hx_load(const struct rail_topo_src *src, struct rail_topo **out) {
-  return rail_topo_load_hwloc_xml(src->path, src->root, out);
+  return hx_build(src->path, src->root, out);
 }
 
 const struct rail_topo_loader rail_topo_loader_hwloc_xml = {"hwloc-xml", hx_probe, hx_load};

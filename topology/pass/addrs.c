@@ -1,13 +1,14 @@
-/* Which sockets NICs have no routable address (topo.h, RAIL_NIC_LINK_LOCAL),
- * from the interface list of this machine: the one fact about a NIC that
- * sysfs does not hold. */
+/* The link-local pass: which sockets NICs have no routable address (topo.h,
+ * RAIL_NIC_LINK_LOCAL), from the interface list of this machine, the one
+ * fact about a NIC that sysfs does not hold. It only marks them: the rails
+ * pass, after it, leaves them out. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "topology/topo_int.h"
+#include "topology/pass/pass.h"
 
 /* Of the NIC's addresses: 1 when it has some, all IPv6 link-local (*first
  * is one of them), else 0. */
@@ -47,6 +48,5 @@ int rail_topo_mark_link_local(struct rail_topo *topo, const struct ifaddrs *list
     snprintf(nic->note, sizeof(nic->note), "IPv6 link-local %s only", a);
     marked++;
   }
-  if (marked > 0) rail_topo_make_rails(topo);
   return marked;
 }

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
-#include "topology/topo_int.h"
+#include "topology/load/xml.h"
 
 /* Topology files are tens of kilobytes; this only guards against reading a
  * wrong file (a disk image, /dev/zero) into memory. */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "common/json.h"
-#include "topology/print_int.h"
+#include "topology/print/print.h"
 
 /* Grows when fields are added (docs/json.md lists what each added). */
 #define RAIL_TOPO_JSON_SCHEMA 1

@@ -1,13 +1,21 @@
-/* Where models come from: the loaders in order, through their one
- * interface (struct rail_topo_loader), and the process-wide instance. */
+/* Discovery, the topology module's one entry point: which loader reads the
+ * model (a file, live hwloc plus sysfs, sysfs alone), the passes over it
+ * in their fixed order (topology/pass/pass.h), and the process-wide
+ * instance every caller shares, with the job-wide fingerprint check on
+ * it. The top layer: it calls the loaders, the passes and the model, and
+ * nothing in the module calls it. */
 #include <errno.h>
 #include <ifaddrs.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/param.h"
-#include "topology/topo_int.h"
+#include "topology/discover/discover.h"
+#include "topology/load/hwloc_api.h"
+#include "topology/load/load.h"
+#include "topology/pass/pass.h"
 
 static const struct rail_topo_loader *const rail_file_loaders[] = {
     &rail_topo_loader_nccl_xml,
@@ -23,7 +31,18 @@ static const struct rail_topo_loader *const rail_live_loaders[] = {
 
 #define RAIL_NLOADERS(a) (sizeof(a) / sizeof((a)[0]))
 
-int rail_topo_load_file(const char *path, struct rail_topo **out) {
+/* One loader, then the passes: how a file, or a loader named by a test,
+ * becomes a model (a live model's passes are live_passes()). */
+static int load_with(const struct rail_topo_loader *l, const struct rail_topo_src *src,
+                     const struct rail_topo_here *here, struct rail_topo **out) {
+  int rc = l->load(src, out);
+  if (rc == 0) rail_topo_passes(*out, here);
+  return rc;
+}
+
+/* A file by the loader its root element names; here as for the passes. */
+static int load_file_here(const char *path, const struct rail_topo_here *here,
+                          struct rail_topo **out) {
   struct rail_topo_src src = {.path = path};
   struct rail_xml_node *root;
   char why[RAIL_TOPO_PATH];
@@ -34,7 +53,7 @@ int rail_topo_load_file(const char *path, struct rail_topo **out) {
   rc = -EINVAL;
   for (size_t i = 0; i < RAIL_NLOADERS(rail_file_loaders); i++)
     if (rail_file_loaders[i]->probe(&src, why, sizeof(why))) {
-      rc = rail_file_loaders[i]->load(&src, out);
+      rc = load_with(rail_file_loaders[i], &src, here, out);
       goto free_tree;
     }
   RAIL_WARN("%s:%d: root element <%s> is neither an NCCL topology (<system>) nor an hwloc "
@@ -43,6 +62,39 @@ int rail_topo_load_file(const char *path, struct rail_topo **out) {
 free_tree:
   rail_xml_free(root);
   return rc;
+}
+
+int rail_topo_load_file(const char *path, struct rail_topo **out) {
+  return load_file_here(path, NULL, out);
+}
+
+int rail_topo_load_nccl_xml(const char *path, const struct rail_xml_node *root,
+                            struct rail_topo **out) {
+  return load_with(&rail_topo_loader_nccl_xml, &(struct rail_topo_src){.path = path, .root = root},
+                   NULL, out);
+}
+
+int rail_topo_load_hwloc_xml(const char *path, const struct rail_xml_node *root,
+                             struct rail_topo **out) {
+  return load_with(&rail_topo_loader_hwloc_xml, &(struct rail_topo_src){.path = path, .root = root},
+                   NULL, out);
+}
+
+int rail_topo_load_hwloc(const char *sysfs_root, struct rail_topo **out) {
+  struct rail_sysfs fs;
+  int rc;
+
+  if (rail_topo_hwloc_api_get() == NULL) return -ENOSYS;
+  rc = rail_sysfs_open(&fs, sysfs_root);
+  if (rc != 0) return rc;
+  return load_with(&rail_topo_loader_hwloc, &(struct rail_topo_src){.fs = &fs}, NULL, out);
+}
+
+int rail_topo_load_sysfs(const char *root, struct rail_topo **out) {
+  struct rail_sysfs fs;
+  int rc = rail_sysfs_open(&fs, root);
+  if (rc != 0) return rc;
+  return load_with(&rail_topo_loader_sysfs, &(struct rail_topo_src){.fs = &fs}, NULL, out);
 }
 
 static void log_model(const struct rail_topo *topo) {
@@ -57,8 +109,12 @@ static void log_model(const struct rail_topo *topo) {
 }
 
 static int discover_file(const char *file, const struct rail_sysfs *fs, struct rail_topo **out) {
+  /* A VM's NCCL_TOPO_FILE names this machine's bus ids: the local pass
+   * takes the real sysfs paths (and what the file leaves out) where they
+   * exist. */
+  struct rail_topo_here here = {.fs = fs};
   struct rail_topo *topo;
-  int rc = rail_topo_load_file(file, &topo);
+  int rc = load_file_here(file, &here, &topo);
 
   if (rc != 0) {
     RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_NET,
@@ -67,14 +123,23 @@ static int discover_file(const char *file, const struct rail_sysfs *fs, struct r
               file, strerror(-rc));
     return rc;
   }
-  /* A VM's NCCL_TOPO_FILE names this machine's bus ids: take the real
-   * sysfs paths (and what the file leaves out) where they exist. */
-  if (fs != NULL) rail_topo_sysfs_enrich(topo, fs);
   snprintf(topo->source_note, sizeof(topo->source_note),
            "NCCL_RAIL_TOPO_FILE, with this "
            "machine's sysfs paths");
   *out = topo;
   return 0;
+}
+
+/* The passes on a live model: the link-local pass reads this machine's
+ * addresses, which are not for a copy of another's /sys; without the
+ * interface list the model stands as sysfs made it. */
+static void live_passes(struct rail_topo *topo, const struct rail_sysfs *fs) {
+  struct rail_topo_here here = {0};
+  struct ifaddrs *list = NULL;
+
+  if (rail_sysfs_is_live(fs) && getifaddrs(&list) == 0) here.addrs = list;
+  rail_topo_passes(topo, &here);
+  if (list != NULL) freeifaddrs(list);
 }
 
 /* The first live loader that can read this machine and does. What was
@@ -99,21 +164,12 @@ static int discover_live(const struct rail_sysfs *fs, struct rail_topo **out) {
                  skipped);
       else
         snprintf((*out)->source_note, sizeof((*out)->source_note), "%s", why);
+      live_passes(*out, fs);
       return 0;
     }
     snprintf(skipped, sizeof(skipped), "%s failed (%s)", l->name, strerror(-rc));
   }
   return rc;
-}
-
-/* Which sockets NICs have no routable address (addrs.c). Without the
- * interface list the model stands as sysfs made it. */
-static void discover_addrs(struct rail_topo *topo) {
-  struct ifaddrs *list;
-
-  if (getifaddrs(&list) != 0) return;
-  rail_topo_mark_link_local(topo, list);
-  freeifaddrs(list);
 }
 
 int rail_topo_discover(struct rail_topo **out) {
@@ -128,8 +184,6 @@ int rail_topo_discover(struct rail_topo **out) {
   if (fs_rc != 0) return fs_rc;
   rc = discover_live(&fs, out);
   if (rc != 0) return rc;
-  /* Addresses are this machine's: not for a copy of another's /sys. */
-  if (rail_sysfs_is_live(&fs)) discover_addrs(*out);
   log_model(*out);
   return 0;
 }
@@ -154,4 +208,26 @@ static void rail_topo_build(void) {
 const struct rail_topo *rail_topo_get(void) {
   pthread_once(&rail_topo_once, rail_topo_build);
   return __atomic_load_n(&rail_topo_global, __ATOMIC_ACQUIRE);
+}
+
+static int rail_topo_mismatch_told; /* the WARN is out */
+
+int rail_topo_fp_note_peer(const struct rail_topo_fp *peer, const char *peer_name) {
+  struct rail_topo_fp own;
+  char a[64], b[64];
+
+  rail_topo_fingerprint(rail_topo_get(), &own);
+  if (own.version == peer->version && own.ngpus == peer->ngpus && own.ngroups == peer->ngroups &&
+      own.nics_per_group == peer->nics_per_group && own.group_mbps == peer->group_mbps &&
+      own.nic_mbps == peer->nic_mbps && own.hash == peer->hash)
+    return 0;
+  if (__atomic_exchange_n(&rail_topo_mismatch_told, 1, __ATOMIC_ACQ_REL) == 0) {
+    char host[64] = "?";
+    gethostname(host, sizeof(host) - 1);
+    RAIL_WARN("topology of this node (%s) differs from peer %s: ours %s (hash %08x), theirs %s "
+              "(hash %08x, version %u); the job spans unlike nodes, rails may be unbalanced",
+              host, peer_name ? peer_name : "?", rail_topo_fp_str(&own, a, sizeof(a)), own.hash,
+              rail_topo_fp_str(peer, b, sizeof(b)), peer->hash, peer->version);
+  }
+  return 1;
 }
