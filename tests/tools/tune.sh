@@ -28,29 +28,52 @@ refused "truncated" "bad-truncated.txt:[0-9]+: .*truncated" "$d/bad-truncated.tx
 refused "fallback" "bad-fallback.txt:[0-9]+: NCCL ran ring/simple where the run forced nvls/simple" \
   "$d/bad-fallback.txt"
 refused "same times" "bad-same-times.txt:[0-9]+: .*same times" "$d/bad-same-times.txt"
-refused "sizes on one side" "bad-sizes.txt:[0-9]+: sizes missing on one side" "$d/bad-sizes.txt"
 refused "shapes" "bad-shape-a100.txt:[0-9]+: logs from different shapes" \
   "$d/crafted-h100-2nodes-ib.txt" "$d/bad-shape-a100.txt"
-refused "no forcing" "bad-no-forcing.txt:[0-9]+: the run forced nothing known" \
-  "$d/bad-no-forcing.txt"
-# a run forcing only the algorithm beside one forcing both, of the same
-# collective and node count: ambiguous (docs/tuning.md), refused naming both
-cp "$d/bad-no-forcing.txt" "$tmp/allreduce-ring.txt"
-cp "$d/bad-no-forcing.txt" "$tmp/allreduce-tree-simple.txt"
-refused "mixed forcing" \
-  "allreduce-tree-simple.txt:[0-9]+: this tree/simple run forced the algorithm and the protocol, the ring/\\* run \\(.*allreduce-ring.txt:[0-9]+\\) only the algorithm" \
+# accepted since issue 44 (docs/tuning.md): a run forcing nothing is NCCL's
+# own choice, the baseline; runs need not share every size; any mix of
+# forcings stands in one set
+accepted() { # <what> <pattern in stderr> <files...>
+  local what=$1 pat=$2
+  shift 2
+  rm -f "$tmp/ok.rules"
+  "$cli" tune -o "$tmp/ok.rules" --from "$@" 2>"$tmp/err"
+  local rc=$?
+  cat "$tmp/err"
+  check "$what: exit 0" test $rc -eq 0
+  check "$what: written" test -s "$tmp/ok.rules"
+  check "$what: says $pat" grep -Eq "$pat" "$tmp/err"
+}
+accepted "unforced only" "1 candidate \\(NCCL's own unforced run among them\\) at 5 sizes: 0 rules" \
+  "$d/edge-unforced-only.txt"
+accepted "sizes differ" "2 candidates at 5 sizes" "$d/edge-sizes-differ.txt"
+check "sizes differ: no unforced run, the plugin's pick unmeasured: the run to add named" \
+  grep -q "add a run without NCCL_ALGO and NCCL_PROTO (NCCL's own choice), or one forcing" "$tmp/err"
+# a run forcing only the algorithm beside one forcing both (they overlap:
+# the same times are no fallback) and the unforced one
+cp "$d/edge-unforced-only.txt" "$tmp/allreduce-ring.txt"
+cp "$d/edge-unforced-only.txt" "$tmp/allreduce-ring-simple.txt"
+accepted "mixed forcing" "3 candidates \\(NCCL's own unforced run among them\\)" \
+  "$tmp/allreduce-ring.txt" "$tmp/allreduce-ring-simple.txt" "$d/edge-unforced-only.txt"
+# two forcings that cannot have run the same code, with the same times
+cp "$d/edge-unforced-only.txt" "$tmp/allreduce-tree-simple.txt"
+refused "same times, disjoint forcings" \
+  "allreduce-ring.txt:[0-9]+: the ring/\\* run has the same times as the tree/simple run" \
   "$tmp/allreduce-ring.txt" "$tmp/allreduce-tree-simple.txt"
-rm -f "$tmp"/allreduce-*.txt
+# a forcing no single rule can name
+sed 's/^\$ mpirun/$ mpirun -x NCCL_ALGO=^NVLS/' "$d/edge-unforced-only.txt" >"$tmp/not-one.txt"
+refused "not one forcing" "not-one.txt:[0-9]+: the run forced NCCL_ALGO=\\^NVLS" "$tmp/not-one.txt"
+rm -f "$tmp"/allreduce-*.txt "$tmp/not-one.txt"
 refused "empty set" "an empty set"
 : >"$tmp/empty.txt"
 refused "empty file" "empty.txt: no nccl-tests table rows"  "$tmp/empty.txt"
 
 # the forcing from the file's name, where the log does not say it
-cp "$d/bad-no-forcing.txt" "$tmp/allreduce-ring-simple.txt"
+cp "$d/edge-unforced-only.txt" "$tmp/allreduce-ring-simple.txt"
 "$cli" tune --from "$tmp/allreduce-ring-simple.txt" -o "$tmp/named" 2>"$tmp/err"
-check "forcing from the file's name" test $? -eq 0
-"$cli" tune --algo ring --proto simple --from "$d/bad-no-forcing.txt" -o "$tmp/opt" 2>"$tmp/err"
-check "forcing from --algo/--proto" test $? -eq 0
+check "forcing from the file's name" grep -q "ring/simple" "$tmp/named"
+"$cli" tune --algo ring --proto simple --from "$d/edge-unforced-only.txt" -o "$tmp/opt" 2>"$tmp/err"
+check "forcing from --algo/--proto" grep -q "ring/simple" "$tmp/opt"
 
 # good input: the same bytes twice, and every non-comment line a rule the
 # plugin's parser takes (plan reads the file with the plugin's parser)
@@ -83,7 +106,11 @@ for net in tcp:Socket ib:IB; do
 done
 check "real ib: rules with evidence" grep -q "^#   .*real-2080ti-16nodes-ib-allreduce-tree-simple.txt:[0-9]" \
   "$tmp/real-2080ti-16nodes-ib.1"
-check "real ib: the plugin's parser takes every rule" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
+# no unforced run, and the plugin's own pick there (LL128) never measured:
+# no rule against nothing, and the run to add is named
+check "real ib: no rule against the unmeasured LL128" sh -c "! grep -q -- '->' '$tmp/real-2080ti-16nodes-ib.1'"
+check "real ib: the run to add named" \
+  grep -q "^# allreduce at 16 nodes: no rule at .*or one forcing .*ring/ll128" "$tmp/real-2080ti-16nodes-ib.1"
 # a second machine (README.md there): one RTX 5090, two ranks over
 # sockets, Broadcast under each forced protocol; the forcing is the files'
 # names (Ring: Broadcast's only algorithm), the LL run in two halves
@@ -135,8 +162,8 @@ check "plan: no rule outside" grep -Eq "^ +512 KiB .* NCCL's choice" "$tmp/plan"
 # candidate's sizes, a log cut in its table
 refused "real: two machines" "$b-ring-simple.txt:[0-9]+: logs from different shapes" --collective \
   allreduce "$d/real-2080ti-16nodes-tcp-allreduce-ring-simple.txt" "$d/$b-ring-simple.txt"
-refused "real: half the sizes" "$b-ring-simple.txt:[0-9]+: sizes missing on one side" \
-  "$d/$b-ring-ll-small.txt" "$d/$b-ring-simple.txt"
+accepted "real: half the sizes" "2 candidates at 13 sizes" "$d/$b-ring-ll-small.txt" \
+  "$d/$b-ring-simple.txt"
 head -n 15 "$d/$b-ring-simple.txt" >"$tmp/$b-ring-simple.txt"
 refused "real: truncated" "$b-ring-simple.txt:[0-9]+: .*truncated" "$tmp/$b-ring-simple.txt"
 # docs/tuning.md's rules file and picture are what these commands write now

@@ -14,9 +14,10 @@ static void tune_usage(FILE *out) {
   fprintf(out,
           "usage: nccl-rail tune --from FILE... [-o RULES] [options]\n"
           "  Reads nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
-          "  broadcast_perf, reduce_perf) or collperf output, one run per forced\n"
-          "  NCCL_ALGO/NCCL_PROTO, and writes the NCCL_RAIL_TUNER_FILE rules where a\n"
-          "  measured winner beats the plugin's own pick by more than the noise.\n"
+          "  broadcast_perf, reduce_perf) or collperf output: NCCL's own unforced run\n"
+          "  beside runs forced by NCCL_ALGO, NCCL_PROTO or both (repeats pooled), and\n"
+          "  writes the NCCL_RAIL_TUNER_FILE rules where a forced run beats the unforced\n"
+          "  one by more than the noise.\n"
           "\n"
           "  --from FILE...     the logs (every argument that is not an option)\n"
           "  -o, --output RULES the rules file, written whole or not at all (default: stdout)\n"
@@ -41,10 +42,16 @@ static void tune_usage(FILE *out) {
           "  --max-bytes B      sizes from 8 B to B by x2 (default 1G)\n"
           "  --time-limit S     the whole sweep's bound, runs past it cut (default 3600)\n"
           "  --logs DIR         where the runs' logs go (default nccl-rail-tune-logs)\n"
+          "  --repeat N         rounds: each runs NCCL's own unforced run (the baseline)\n"
+          "                     first, then every forcing (default 3)\n"
           "\n"
           "usage: nccl-rail tune --check RULES --from FILE...\n"
           "  The plugin's own tuner loading RULES against the logs: exit 1 where it misses\n"
           "  the measured winner at a size.\n"
+          "\n"
+          "usage: nccl-rail tune --heldout --from FILE...\n"
+          "  Rules from half of the sizes, scored at the other half beside NCCL's own\n"
+          "  unforced run: exit 1 where they are right less often, or slower than it.\n"
           "\n"
           "  --help             this text\n"
           "\n"
@@ -70,12 +77,14 @@ enum {
   OPT_TIME_LIMIT,
   OPT_RANKS,
   OPT_COLLS,
-  OPT_CHECK
+  OPT_CHECK,
+  OPT_REPEAT,
+  OPT_HELDOUT
 };
 
 /* What the command was asked beyond the rule writer's options. */
 struct tune_cmd {
-  int from, run;
+  int from, run, heldout;
   const char *out, *check;
   struct rail_tune_run r;
 };
@@ -122,6 +131,11 @@ static int run_option(int c, const char *v, struct tune_cmd *t) {
     return colls_parse(v, &t->r.colls);
   case OPT_CHECK:
     t->check = v;
+    return 0;
+  case OPT_REPEAT:
+    return rail_cli_int("tune", "repeat", v, 1, 100, &t->r.repeat);
+  case OPT_HELDOUT:
+    t->heldout = 1;
     return 0;
   }
   return -EINVAL;
@@ -215,6 +229,36 @@ static int tune_check(char **files, int nfiles, const struct rail_tune_opts *o, 
   return misses == 0 ? RAIL_CLI_OK : RAIL_CLI_FAIL;
 }
 
+/* --heldout --from FILE...: rules written from half of each group's sizes
+ * (by turns), scored at the other half, both ways, beside NCCL's own
+ * unforced run; exit 1 where the rules are right less often than it, or
+ * slower than it by more than the threshold at a size. */
+static int tune_heldout(char **files, int nfiles, const struct rail_tune_opts *o) {
+  struct rail_tune_set set;
+  struct rail_tune_heldout h;
+  char err[512];
+  int rc;
+
+  if (rail_tune_set_read((const char *const *)files, nfiles, o, &set, err, sizeof(err)) != 0) {
+    fprintf(stderr, "nccl-rail tune: %s\n", err);
+    return RAIL_CLI_FAIL;
+  }
+  rc = rail_tune_heldout(&set, &h);
+  rail_tune_set_free(&set);
+  if (rc != 0) {
+    fprintf(stderr, "nccl-rail tune: held-out score: %s\n", strerror(-rc));
+    return RAIL_CLI_FAIL;
+  }
+  if (h.scored == 0) {
+    printf("held-out: no size to score (the score needs NCCL's own unforced run)\n");
+    return RAIL_CLI_FAIL;
+  }
+  printf("held-out: %d sizes scored; rules right at %d, NCCL's unforced run right at %d; rules "
+         "slower than it (beyond the threshold) at %d\n",
+         h.scored, h.rules_right, h.nccl_right, h.behind);
+  return h.rules_right >= h.nccl_right && h.behind == 0 ? RAIL_CLI_OK : RAIL_CLI_FAIL;
+}
+
 /* --run: the sweep, then the logs of the runs that completed, each one
  * NCCL really ran (a refusal of one run is said and the run left out). */
 static int tune_run(struct tune_cmd *t, const struct rail_tune_opts *o) {
@@ -266,6 +310,8 @@ int rail_cmd_tune(int argc, char **argv) {
                                            {"ranks", required_argument, NULL, OPT_RANKS},
                                            {"collectives", required_argument, NULL, OPT_COLLS},
                                            {"check", required_argument, NULL, OPT_CHECK},
+                                           {"repeat", required_argument, NULL, OPT_REPEAT},
+                                           {"heldout", no_argument, NULL, OPT_HELDOUT},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   struct rail_tune_opts o;
@@ -273,6 +319,7 @@ int rail_cmd_tune(int argc, char **argv) {
                              .max_bytes = 1ull << 30,
                              .time_limit_s = 3600,
                              .ranks = 2,
+                             .repeat = 3,
                              .colls = 1u << RAIL_COLL_ALLREDUCE | 1u << RAIL_COLL_ALLGATHER |
                                       1u << RAIL_COLL_REDUCESCATTER}};
   int c;
@@ -299,5 +346,6 @@ int rail_cmd_tune(int argc, char **argv) {
   }
   if (t.run) return tune_run(&t, &o);
   if (t.check != NULL) return tune_check(argv + optind, argc - optind, &o, t.check);
+  if (t.heldout) return tune_heldout(argv + optind, argc - optind, &o);
   return tune_from((const char *const *)argv + optind, argc - optind, &o, t.out);
 }
