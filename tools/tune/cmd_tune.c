@@ -51,7 +51,8 @@ static void tune_usage(FILE *out) {
           "\n"
           "usage: nccl-rail tune --heldout --from FILE...\n"
           "  Rules from half of the sizes, scored at the other half beside NCCL's own\n"
-          "  unforced run: exit 1 where they are right less often, or slower than it.\n"
+          "  unforced run: exit 1 where they are right less often; sizes where they\n"
+          "  are slower than it are listed.\n"
           "\n"
           "  --help             this text\n"
           "\n"
@@ -231,8 +232,9 @@ static int tune_check(char **files, int nfiles, const struct rail_tune_opts *o, 
 
 /* --heldout --from FILE...: rules written from half of each group's sizes
  * (by turns), scored at the other half, both ways, beside NCCL's own
- * unforced run; exit 1 where the rules are right less often than it, or
- * slower than it by more than the threshold at a size. */
+ * unforced run; exit 1 where the rules are right less often than it. Each
+ * size where they are slower than it by more than the threshold is
+ * listed. */
 static int tune_heldout(char **files, int nfiles, const struct rail_tune_opts *o) {
   struct rail_tune_set set;
   struct rail_tune_heldout h;
@@ -243,7 +245,7 @@ static int tune_heldout(char **files, int nfiles, const struct rail_tune_opts *o
     fprintf(stderr, "nccl-rail tune: %s\n", err);
     return RAIL_CLI_FAIL;
   }
-  rc = rail_tune_heldout(&set, &h);
+  rc = rail_tune_heldout(&set, &h, stdout);
   rail_tune_set_free(&set);
   if (rc != 0) {
     fprintf(stderr, "nccl-rail tune: held-out score: %s\n", strerror(-rc));
@@ -256,7 +258,7 @@ static int tune_heldout(char **files, int nfiles, const struct rail_tune_opts *o
   printf("held-out: %d sizes scored; rules right at %d, NCCL's unforced run right at %d; rules "
          "slower than it (beyond the threshold) at %d\n",
          h.scored, h.rules_right, h.nccl_right, h.behind);
-  return h.rules_right >= h.nccl_right && h.behind == 0 ? RAIL_CLI_OK : RAIL_CLI_FAIL;
+  return h.rules_right >= h.nccl_right ? RAIL_CLI_OK : RAIL_CLI_FAIL;
 }
 
 /* --run: the sweep, then the logs of the runs that completed, each one

@@ -166,11 +166,12 @@ int rail_tune_check(const struct rail_tune_set *set, const char *rules_path, FIL
  * rules_right counts the rules' picks (a rule's candidate, else the
  * baseline), nccl_right the unforced run's, scored the sizes where the
  * group has one; behind counts the sizes where the rules' pick is slower
- * than the unforced run by more than the threshold. 0 or -errno. */
+ * than the unforced run by more than the threshold (each a line on
+ * report, if not NULL). 0 or -errno. */
 struct rail_tune_heldout {
   int scored, rules_right, nccl_right, behind;
 };
-int rail_tune_heldout(const struct rail_tune_set *set, struct rail_tune_heldout *out);
+int rail_tune_heldout(const struct rail_tune_set *set, struct rail_tune_heldout *out, FILE *report);
 
 /* tune --run: what to sweep and how. */
 struct rail_tune_run {

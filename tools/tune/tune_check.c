@@ -216,7 +216,7 @@ static int subset(const struct rail_tune_set *set, int parity, struct rail_tune_
 /* The held-out half: the rules of the other half against what was
  * measured at these sizes. */
 static void score_half(const struct rail_tune_set *set, const struct rail_tuner_rules *rules,
-                       int parity, struct rail_tune_heldout *o) {
+                       int parity, struct rail_tune_heldout *o, FILE *report) {
   for (int gi = 0; gi < set->ngroups; gi++) {
     const struct rail_tune_group *g = &set->groups[gi];
     const struct rail_tune_cand *u = rail_tune_unforced(g);
@@ -235,15 +235,25 @@ static void score_half(const struct rail_tune_set *set, const struct rail_tuner_
       o->scored++;
       o->rules_right += rail_tune_mean(pc) <= tw * (1 + set->o.min_gain) + 1e-9;
       o->nccl_right += rail_tune_mean(pu) <= tw * (1 + set->o.min_gain) + 1e-9;
-      o->behind += rail_tune_mean(pc) >
-                   rail_tune_mean(pu) * (1 + fmax(set->o.min_gain,
-                                                  fmax(rail_tune_noise(pc), rail_tune_noise(pu)))) +
-                       1e-9;
+      if (rail_tune_mean(pc) >
+          rail_tune_mean(pu) *
+                  (1 + fmax(set->o.min_gain, fmax(rail_tune_noise(pc), rail_tune_noise(pu)))) +
+              1e-9) {
+        o->behind++;
+        if (report != NULL)
+          fprintf(report,
+                  "behind: %s at %d node%s, %llu bytes (held out): rule line %d's %s/%s %.1f us, "
+                  "NCCL's own run %.1f us\n",
+                  rail_tuner_coll_name(g->coll), g->nodes, g->nodes == 1 ? "" : "s",
+                  (unsigned long long)b, r ? r->line : 0, rail_tune_algo_str(c->algo),
+                  rail_tune_proto_str(c->proto), rail_tune_mean(pc), rail_tune_mean(pu));
+      }
     }
   }
 }
 
-int rail_tune_heldout(const struct rail_tune_set *set, struct rail_tune_heldout *out) {
+int rail_tune_heldout(const struct rail_tune_set *set, struct rail_tune_heldout *out,
+                      FILE *report) {
   struct rail_tune_heldout o = {0};
 
   for (int half = 0; half < 2; half++) {
@@ -254,7 +264,7 @@ int rail_tune_heldout(const struct rail_tune_set *set, struct rail_tune_heldout 
     if (rc != 0) return rc;
     rc = rail_tune_rules_text(&fit, &text, NULL);
     if (rc == 0) rc = rail_tuner_rules_parse(text, "held-out rules", &rules);
-    if (rc == 0) score_half(set, rules, 1 - half, &o);
+    if (rc == 0) score_half(set, rules, 1 - half, &o, report);
     rail_tuner_rules_free(rules);
     free(text);
     rail_tune_set_free(&fit);

@@ -200,31 +200,39 @@ static const struct rail_tune_cand *baseline_at(const struct rail_tune_set *set,
   return rail_tune_cand_for(g, *algo, *proto);
 }
 
+/* The sizes a measured size holds: those nearer to it (by ratio) than to
+ * either measured neighbour, from the geometric middle with the lower one
+ * to the geometric middle with the upper one (exclusive); the first and
+ * the last measured sizes hold nothing beyond themselves. So a size held
+ * out between two measured ones takes the nearer one's rule, and a lone
+ * winner's rule does not reach across to its neighbour, which it lost. */
+static uint64_t range_lo(const struct rail_tune_group *g, int i) {
+  return i == 0 ? g->sizes[0] : (uint64_t)ceil(sqrt((double)g->sizes[i - 1] * (double)g->sizes[i]));
+}
+static uint64_t range_hi(const struct rail_tune_group *g, int i) {
+  return i + 1 == g->nsizes ? g->sizes[i] : range_lo(g, i + 1) - 1;
+}
+
 /* Without an unforced run, the baseline is the plugin's own pick, which
  * must have been measured at the size itself: a rule there is held
- * against that run, never against nothing. The rule covers the range up
- * to the next measured size, where NCCL's own choice (which the plugin
- * keeps outside its evidence) can change: probed at quarter octaves and at
- * the geometric middle (where `tune --check` looks), the worst of the
- * measured picks counts; a pick there that was not measured says nothing
- * either way. */
+ * against that run, never against nothing. The rule covers the sizes the
+ * measured one holds (range_lo/hi), where NCCL's own choice (which the
+ * plugin keeps outside its evidence) can change: probed at both ends and
+ * at quarter octaves between, the worst of the measured picks counts; a
+ * pick there that was not measured says nothing either way. */
 static void plugin_base(const struct rail_tune_set *set, const struct rail_tune_group *g, int i,
                         struct verdict *v) {
-  uint64_t bytes = g->sizes[i];
-  uint64_t next = i + 1 < g->nsizes ? g->sizes[i + 1] : bytes + 1;
-  uint64_t mid = (uint64_t)sqrt((double)bytes * (double)next);
+  uint64_t bytes = g->sizes[i], lo = range_lo(g, i), hi = range_hi(g, i);
 
   v->balgo = v->bproto = -1;
-  /* Probe 0: the measured size; 1: the middle; 2...: quarter octaves up. */
+  /* Probe 0: the measured size; 1: the lowest held; 2...: quarter octaves up. */
   for (int k = 0; k < 2 + 4 * 64; k++) {
-    uint64_t at = k == 0   ? bytes
-                  : k == 1 ? mid
-                           : (uint64_t)((double)bytes * pow(2.0, (k - 1) / 4.0));
+    uint64_t at = k == 0 ? bytes : k == 1 ? lo : (uint64_t)((double)lo * pow(2.0, (k - 1) / 4.0));
     const struct rail_tune_cand *b;
     const struct rail_tune_point *pb;
     int a, p;
-    if (k > 0 && (at <= bytes || at >= next)) {
-      if (k == 1) continue;
+    if (k > 0 && (at == bytes || at < lo || at > hi)) {
+      if (at <= hi) continue;
       break;
     }
     b = baseline_at(set, g, at, &a, &p);
@@ -346,7 +354,7 @@ static int group_rules(const struct rail_tune_set *set, const struct rail_tune_g
     }
     while (j < g->nsizes && (w = judge(set, g, j)).rule && w.win == v.win)
       j++;
-    hi = j < g->nsizes ? g->sizes[j] - 1 : g->sizes[j - 1];
+    hi = range_hi(g, j - 1);
     say(b, "\n# %s at %d node%s (%d ranks; nodes from %s), measured:\n",
         rail_tuner_coll_name(g->coll), g->nodes, g->nodes == 1 ? "" : "s", g->ranks,
         g->nodes_from ? g->nodes_from : "?");
@@ -355,7 +363,7 @@ static int group_rules(const struct rail_tune_set *set, const struct rail_tune_g
       evidence(b, &e, g->sizes[k]);
     }
     say(b, "%-14s %s-%s  nodes=%d-%d  ranks=%d-%d  ->  %s  %s\n", rail_tuner_coll_name(g->coll),
-        size_str(g->sizes[i], s1, sizeof(s1)), size_str(hi, s2, sizeof(s2)), lo_n, hi_n,
+        size_str(range_lo(g, i), s1, sizeof(s1)), size_str(hi, s2, sizeof(s2)), lo_n, hi_n,
         lo_n * set->gpn, hi_n * set->gpn, rail_tune_algo_str(v.win->algo),
         rail_tune_proto_str(v.win->proto));
     nrules++;
@@ -388,7 +396,7 @@ int rail_tune_rules_text(const struct rail_tune_set *set, char **out, FILE *summ
       "# A rule where a forced run beats NCCL's own unforced run (the baseline; without\n"
       "# one, the plugin's own pick, measured) by more than the larger of %.1f%% and the\n"
       "# spread of either one's measured times there; never against nothing. A measured\n"
-      "# size holds up to the next one measured.\n",
+      "# size holds the sizes nearer to it (by ratio) than to the next measured ones.\n",
       set->gpn, set->gpu[0] ? set->gpu : "?", set->net[0] ? set->net : "not logged",
       100 * set->o.min_gain);
   run_order(set, &b);
