@@ -416,7 +416,7 @@ static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
                                 .nmore_measured = o->nmore_measured,
                                 .coll = o->coll,
                                 .pick = rail_plan_pick};
-  const char *rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
+  const char *rules_path = rail_tuner_rules_path(NULL);
   char fabric_note[320];
   int rc;
 

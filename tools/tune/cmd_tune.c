@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/param.h"
 #include "tools/cli/cli.h"
 #include "tools/tune/tune.h"
 
@@ -29,7 +30,12 @@ static void tune_usage(FILE *out) {
           "  --fabric F         ib, roce, efa, tcp or libfabric: written as the file's\n"
           "                     \"fabric\" line and used for the plugin's own pick\n"
           "  --nics N, --gbps G the network of the shape the plugin's pick is judged on\n"
-          "                     (default: a rail per GPU at the GPU generation's rate)\n"
+          "                     (default: a rail per GPU at the GPU generation's rate);\n"
+          "                     given, they join the file's shape line\n"
+          "  --install          also (or, without -o, only) write the rules to the site\n"
+          "                     file the package owns (NCCL_RAIL_SITE_RULES, default\n"
+          "                     /etc/nccl-rail/tuner.rules), atomically: jobs load it\n"
+          "                     where NCCL_RAIL_TUNER_FILE is unset\n"
           "\n"
           "usage: nccl-rail tune --run [-o RULES] [--hosts H:N,...] [--ranks N] [options]\n"
           "  Runs the sweep: every algorithm and protocol NCCL may run for each collective,\n"
@@ -80,12 +86,13 @@ enum {
   OPT_COLLS,
   OPT_CHECK,
   OPT_REPEAT,
-  OPT_HELDOUT
+  OPT_HELDOUT,
+  OPT_INSTALL
 };
 
 /* What the command was asked beyond the rule writer's options. */
 struct tune_cmd {
-  int from, run, heldout;
+  int from, run, heldout, install;
   const char *out, *check;
   struct rail_tune_run r;
 };
@@ -138,6 +145,9 @@ static int run_option(int c, const char *v, struct tune_cmd *t) {
   case OPT_HELDOUT:
     t->heldout = 1;
     return 0;
+  case OPT_INSTALL:
+    t->install = 1;
+    return 0;
   }
   return -EINVAL;
 }
@@ -178,7 +188,7 @@ static int tune_option(int c, const char *v, struct rail_tune_opts *o, const cha
 }
 
 static int tune_from(const char *const *files, int nfiles, const struct rail_tune_opts *o,
-                     const char *out) {
+                     const char *out, int install) {
   struct rail_tune_set set;
   char err[512], *text = NULL;
   int rc;
@@ -194,7 +204,20 @@ static int tune_from(const char *const *files, int nfiles, const struct rail_tun
     fprintf(stderr, "nccl-rail tune: out of memory; nothing written\n");
     return RAIL_CLI_FAIL;
   }
-  if (out == NULL) {
+  if (install && (rc = rail_tune_install(text, err, sizeof(err))) != 0) {
+    fprintf(stderr, "nccl-rail tune --install: %s; nothing installed\n", err);
+  } else if (install) {
+    fprintf(stderr,
+            "nccl-rail tune: installed %s: every job on this node loads it where "
+            "NCCL_RAIL_TUNER_FILE is unset (its shape line must match the job's); install it on "
+            "every node (`nccl-rail doctor --peers` compares the hashes)\n",
+            rail_param_str(RAIL_PARAM_SITE_RULES));
+  }
+  if (rc != 0) {
+    /* said above */
+  } else if (out == NULL && install) {
+    /* the site file is the output */
+  } else if (out == NULL) {
     rc = fputs(text, stdout) < 0 || fflush(stdout) != 0 ? -EIO : 0;
     if (rc != 0) fprintf(stderr, "nccl-rail tune: stdout: %s\n", strerror(EIO));
   } else if ((rc = rail_tune_write_atomic(out, text, err, sizeof(err))) != 0) {
@@ -285,7 +308,8 @@ static int tune_run(struct tune_cmd *t, const struct rail_tune_opts *o) {
     rail_tune_set_free(&one);
     kept[nkept++] = files[i];
   }
-  if (rc == 0 && kept != NULL) rc = tune_from(kept, nkept, o, t->out) == RAIL_CLI_OK ? 0 : -EINVAL;
+  if (rc == 0 && kept != NULL)
+    rc = tune_from(kept, nkept, o, t->out, t->install) == RAIL_CLI_OK ? 0 : -EINVAL;
   for (int i = 0; i < nfiles; i++)
     free(files[i]);
   free(files);
@@ -314,6 +338,7 @@ int rail_cmd_tune(int argc, char **argv) {
                                            {"check", required_argument, NULL, OPT_CHECK},
                                            {"repeat", required_argument, NULL, OPT_REPEAT},
                                            {"heldout", no_argument, NULL, OPT_HELDOUT},
+                                           {"install", no_argument, NULL, OPT_INSTALL},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   struct rail_tune_opts o;
@@ -349,5 +374,5 @@ int rail_cmd_tune(int argc, char **argv) {
   if (t.run) return tune_run(&t, &o);
   if (t.check != NULL) return tune_check(argv + optind, argc - optind, &o, t.check);
   if (t.heldout) return tune_heldout(argv + optind, argc - optind, &o);
-  return tune_from((const char *const *)argv + optind, argc - optind, &o, t.out);
+  return tune_from((const char *const *)argv + optind, argc - optind, &o, t.out, t.install);
 }

@@ -194,6 +194,11 @@ struct rail_tune_run {
  * in a deterministic order). 0 or -errno, said on stderr. */
 int rail_tune_sweep(const struct rail_tune_run *r, char ***files, int *nfiles);
 
+/* tune --install: text to the site file the package owns
+ * (NCCL_RAIL_SITE_RULES, /etc/nccl-rail/tuner.rules; its folder made),
+ * atomically (rail_tune_write_atomic). 0 or -errno, said in err. */
+int rail_tune_install(const char *text, char *err, size_t errlen);
+
 int rail_cmd_tune(int argc, char **argv);
 
 #endif

@@ -400,6 +400,14 @@ int rail_tune_rules_text(const struct rail_tune_set *set, char **out, FILE *summ
       set->gpn, set->gpu[0] ? set->gpu : "?", set->net[0] ? set->net : "not logged",
       100 * set->o.min_gain);
   run_order(set, &b);
+  /* The shape line: the plugin ignores the file on a job of another shape
+   * (tuner/rules.h, rail_tuner_rules_fit); rails only where the options
+   * said them (the logs do not). */
+  say(&b, "shape gpus=%d", set->gpn);
+  if (gpu_sm(set->gpu) > 0) say(&b, " sm=%d", gpu_sm(set->gpu));
+  if (set->o.nics > 0) say(&b, " nics=%d", set->o.nics);
+  if (set->o.gbps > 0) say(&b, " mbps=%d", (int)(set->o.gbps * 1000));
+  say(&b, "\n");
   if (set->o.fabric > 0) say(&b, "fabric %s\n", rail_tuner_fabric_name(set->o.fabric));
   for (int g = 0; g < set->ngroups; g++) {
     const struct rail_tune_group *G = &set->groups[g];
