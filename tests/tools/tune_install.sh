@@ -76,6 +76,13 @@ check "enable beside the site's own NCCL_NET_PLUGIN: refused naming its line, no
   sh -c "test $rc -eq 1 && grep -q 'nccl.conf:4 sets NCCL_NET_PLUGIN=aws-ofi already' '$tmp/out' &&
          cmp -s '$tmp/conf.other' '$NCCL_RAIL_NCCL_CONF'"
 rm -f "$NCCL_RAIL_NCCL_CONF"
+"$cli" tune --enable --from "$f" >"$tmp/out" 2>&1
+check "tune --enable without --install: bad usage, nothing written" \
+  sh -c "test $? -eq 2 && test ! -e '$NCCL_RAIL_NCCL_CONF'"
+"$cli" tune --from "$f" --install --enable >"$tmp/out" 2>&1
+check "tune --install --enable: the rules installed and nccl.conf enabled" \
+  sh -c "test $? -eq 0 && grep -qx NCCL_NET_PLUGIN=rail '$NCCL_RAIL_NCCL_CONF'"
+rm -f "$NCCL_RAIL_NCCL_CONF"
 "$cli" enable >"$tmp/out" 2>&1
 check "enable without a file: one made with the block alone" \
   sh -c "test \$(grep -c . '$NCCL_RAIL_NCCL_CONF') -eq 3 && grep -qx NCCL_NET_PLUGIN=rail '$NCCL_RAIL_NCCL_CONF'"

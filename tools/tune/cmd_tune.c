@@ -36,6 +36,8 @@ static void tune_usage(FILE *out) {
           "                     file the package owns (NCCL_RAIL_SITE_RULES, default\n"
           "                     /etc/nccl-rail/tuner.rules), atomically: jobs load it\n"
           "                     where NCCL_RAIL_TUNER_FILE is unset\n"
+          "  --enable           with --install: then `nccl-rail enable` (NCCL_NET_PLUGIN=rail\n"
+          "                     in /etc/nccl.conf): jobs set nothing\n"
           "\n"
           "usage: nccl-rail tune --run [-o RULES] [--hosts H:N,...] [--ranks N] [options]\n"
           "  Runs the sweep: every algorithm and protocol NCCL may run for each collective,\n"
@@ -87,12 +89,13 @@ enum {
   OPT_CHECK,
   OPT_REPEAT,
   OPT_HELDOUT,
-  OPT_INSTALL
+  OPT_INSTALL,
+  OPT_ENABLE
 };
 
 /* What the command was asked beyond the rule writer's options. */
 struct tune_cmd {
-  int from, run, heldout, install;
+  int from, run, heldout, install, enable;
   const char *out, *check;
   struct rail_tune_run r;
 };
@@ -147,6 +150,9 @@ static int run_option(int c, const char *v, struct tune_cmd *t) {
     return 0;
   case OPT_INSTALL:
     t->install = 1;
+    return 0;
+  case OPT_ENABLE:
+    t->enable = 1;
     return 0;
   }
   return -EINVAL;
@@ -339,6 +345,7 @@ int rail_cmd_tune(int argc, char **argv) {
                                            {"repeat", required_argument, NULL, OPT_REPEAT},
                                            {"heldout", no_argument, NULL, OPT_HELDOUT},
                                            {"install", no_argument, NULL, OPT_INSTALL},
+                                           {"enable", no_argument, NULL, OPT_ENABLE},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   struct rail_tune_opts o;
@@ -371,8 +378,16 @@ int rail_cmd_tune(int argc, char **argv) {
     tune_usage(stderr);
     return RAIL_CLI_USAGE;
   }
-  if (t.run) return tune_run(&t, &o);
+  if (t.enable && !t.install) {
+    fprintf(stderr, "nccl-rail tune: --enable goes with --install (or run `nccl-rail enable`)\n");
+    return RAIL_CLI_USAGE;
+  }
+  if (t.run) {
+    int rc = tune_run(&t, &o);
+    return rc == RAIL_CLI_OK && t.enable && rail_tune_enable() != 0 ? RAIL_CLI_FAIL : rc;
+  }
   if (t.check != NULL) return tune_check(argv + optind, argc - optind, &o, t.check);
   if (t.heldout) return tune_heldout(argv + optind, argc - optind, &o);
-  return tune_from((const char *const *)argv + optind, argc - optind, &o, t.out, t.install);
+  c = tune_from((const char *const *)argv + optind, argc - optind, &o, t.out, t.install);
+  return c == RAIL_CLI_OK && t.enable && rail_tune_enable() != 0 ? RAIL_CLI_FAIL : c;
 }

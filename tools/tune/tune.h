@@ -198,6 +198,10 @@ int rail_tune_sweep(const struct rail_tune_run *r, char ***files, int *nfiles);
  * (NCCL_RAIL_SITE_RULES, /etc/nccl-rail/tuner.rules; its folder made),
  * atomically (rail_tune_write_atomic). 0 or -errno, said in err. */
 int rail_tune_install(const char *text, char *err, size_t errlen);
+/* nccl-rail enable (tune --enable): NCCL_NET_PLUGIN=rail in the nccl.conf
+ * NCCL reads (NCCL_RAIL_NCCL_CONF), between nccl-rail's marker lines; what
+ * it did said on stdout, a failure on stderr. 0 or -EIO. */
+int rail_tune_enable(void);
 
 int rail_cmd_tune(int argc, char **argv);
 

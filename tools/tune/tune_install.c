@@ -224,5 +224,7 @@ static int conf_cmd(int argc, char **argv, int enable) {
   return conf_edit(enable);
 }
 
+int rail_tune_enable(void) { return conf_edit(1) == RAIL_CLI_OK ? 0 : -EIO; }
+
 int rail_cmd_enable(int argc, char **argv) { return conf_cmd(argc, argv, 1); }
 int rail_cmd_disable(int argc, char **argv) { return conf_cmd(argc, argv, 0); }
