@@ -84,7 +84,10 @@ for f in "$d"/crafted-*.txt; do
   "$cli" tune --from "$f" -o "$tmp/$b.2" 2>/dev/null
   check "$b: the same bytes twice" cmp -s "$tmp/$b.1" "$tmp/$b.2"
   check "$b: rules with evidence" grep -q "^#   .*$b.txt:[0-9]" "$tmp/$b.1"
-  NCCL_RAIL_TUNER_FILE=$tmp/$b.1 "$cli" plan --nodes 2 --gpus 8 >"$tmp/plan" 2>&1
+  # planned at the file's own shape (its shape line), which the plugin
+  # checks: of another, the rules are ignored
+  g=$(sed -n 's/^shape gpus=\([0-9]*\).*/\1/p' "$tmp/$b.1")
+  NCCL_RAIL_TUNER_FILE=$tmp/$b.1 "$cli" plan --nodes 2 --gpus "$g" >"$tmp/plan" 2>&1
   check "$b: the plugin's parser takes every line" grep -q "site rules: .* ([1-9][0-9]* rules" "$tmp/plan"
   check "$b: no bad line" test -z "$(grep -i 'skipped' "$tmp/plan")"
 done
@@ -205,7 +208,7 @@ check "plan --measured twice: both files drawn, each run's forcing from its file
          grep -q 'measured, line 232: tree/simple (file' '$tmp/doc-real.svg'"
 check "docs/tuning-2080ti-ib.svg is current" cmp -s "$tmp/doc-real.svg" docs/tuning-2080ti-ib.svg
 NCCL_RAIL_TUNER_FILE=docs/tuning-t4-tcp.rules NCCL_RAIL_TOPO_FILE= "$cli" plan \
-  --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 2 --gpus 1 --nics 0 \
+  --input tests/fixtures/topo/crafted-pcie-no-switch.xml --nodes 2 --gpus 1 --nics 0 --gpu 75 \
   --collective allreduce --measured tests/tools/data/tune/crafted-t4-2nodes-tcp.txt \
   --svg "$tmp/doc.svg" >/dev/null 2>&1
 check "docs/tuning-t4-tcp.svg is current" cmp -s "$tmp/doc.svg" docs/tuning-t4-tcp.svg

@@ -28,6 +28,10 @@ check "install: the shape line" grep -qx "shape gpus=1 sm=75" "$NCCL_RAIL_SITE_R
 NCCL_RAIL_TOPO_FILE= "$cli" plan --nodes 2 --gpus 1 >"$tmp/plan" 2>&1
 check "no variable set: the site file's rules apply" \
   grep -q "site rules: $NCCL_RAIL_SITE_RULES (3 rules" "$tmp/plan"
+NCCL_RAIL_TOPO_FILE= "$cli" plan --nodes 2 --gpus 4 >"$tmp/plan" 2>&1
+check "a plan of another shape: the site file ignored, said, as the plugin does" \
+  sh -c "grep -q 'was measured on 1 GPUs a node, this job 4: the plugin would ignore its rules' '$tmp/plan' &&
+         ! grep -q 'site rules: ' '$tmp/plan'"
 printf 'allreduce * -> ring ll\n' >"$tmp/mine.rules"
 NCCL_RAIL_TUNER_FILE=$tmp/mine.rules NCCL_RAIL_TOPO_FILE= "$cli" plan --nodes 2 --gpus 1 \
   >"$tmp/plan" 2>&1
