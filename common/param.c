@@ -74,6 +74,13 @@ static const struct rail_param_def rail_param_defs[RAIL_PARAM_COUNT] = {
     [RAIL_PARAM_VERBS_LIB] = {"NCCL_RAIL_VERBS_LIB", RAIL_PARAM_T_STR, "libibverbs.so.1", 0, 0,
                               "test seam: the verbs library to dlopen (the tests' fake provider); "
                               "leave unset"},
+    [RAIL_PARAM_SITE_RULES] = {"NCCL_RAIL_SITE_RULES", RAIL_PARAM_T_STR,
+                               "/etc/nccl-rail/tuner.rules", 0, 0,
+                               "the site rules file the package owns: loaded where "
+                               "NCCL_RAIL_TUNER_FILE is unset; nccl-rail tune --install writes it"},
+    [RAIL_PARAM_NCCL_CONF] = {"NCCL_RAIL_NCCL_CONF", RAIL_PARAM_T_STR, "/etc/nccl.conf", 0, 0,
+                              "the nccl.conf that nccl-rail enable/disable edit (NCCL reads it "
+                              "into the environment before it loads plugins)"},
 };
 
 struct rail_param_val {

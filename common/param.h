@@ -31,6 +31,8 @@ enum rail_param {
   RAIL_PARAM_QPS_PER_RAIL,       /* int: verbs RC queue pairs per rail per connection */
   RAIL_PARAM_COLLNET_PLUGIN,     /* str: the site's CollNet (SHARP) plugin to delegate to */
   RAIL_PARAM_VERBS_LIB,          /* str: test seam, the verbs library to dlopen */
+  RAIL_PARAM_SITE_RULES, /* str: the site rules file, read where NCCL_RAIL_TUNER_FILE is unset */
+  RAIL_PARAM_NCCL_CONF,  /* str: the nccl.conf `nccl-rail enable` edits (tests: a copy) */
   RAIL_PARAM_COUNT
 };
 

@@ -16,6 +16,8 @@ static const struct {
     {"bench", rail_cmd_bench, "throughput and latency through the plugin against raw TCP"},
     {"doctor", rail_cmd_doctor, "why a job is slow or hangs at init: this node, and its peers"},
     {"tune", rail_cmd_tune, "measured sweeps into the rules file every rank loads"},
+    {"enable", rail_cmd_enable, "NCCL_NET_PLUGIN=rail in /etc/nccl.conf: jobs set nothing"},
+    {"disable", rail_cmd_disable, "takes enable's lines out of /etc/nccl.conf again"},
     {"env", rail_cmd_env, "every NCCL_RAIL_* tunable with its current value"},
 };
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/param.h"
@@ -206,12 +207,45 @@ static int parse_fabric(char **tok, int ntok, struct rail_tuner_rules *rules, in
   return 0;
 }
 
-/* One line's tokens: a fabric declaration or a rule. */
+/* "shape gpus=N sm=N nics=N mbps=N", each part optional: the job shape
+ * the rules were measured on. One such line a file. */
+static int parse_shape(char **tok, int ntok, struct rail_tuner_rules *rules, int lineno, char *why,
+                       size_t wlen) {
+  static const char *const keys[] = {"gpus", "sm", "nics", "mbps"};
+  int *vals[] = {&rules->shape_gpus, &rules->shape_sm, &rules->shape_nics, &rules->shape_mbps};
+
+  if (rules->shape_line > 0) {
+    snprintf(why, wlen, "a second shape line (the first is line %d)", rules->shape_line);
+    return -EINVAL;
+  }
+  for (int i = 1; i < ntok; i++) {
+    size_t k = 0;
+    char *end;
+    long v;
+    for (; k < sizeof(keys) / sizeof(keys[0]); k++)
+      if (strncmp(tok[i], keys[k], strlen(keys[k])) == 0 && tok[i][strlen(keys[k])] == '=') break;
+    if (k == sizeof(keys) / sizeof(keys[0])) {
+      snprintf(why, wlen, "expected \"shape gpus=N sm=N nics=N mbps=N\", not '%.40s'", tok[i]);
+      return -EINVAL;
+    }
+    v = strtol(tok[i] + strlen(keys[k]) + 1, &end, 10);
+    if (*end != '\0' || v < 1 || v > INT_MAX / 2) {
+      snprintf(why, wlen, "shape: %s is not a positive number", tok[i]);
+      return -EINVAL;
+    }
+    *vals[k] = (int)v;
+  }
+  rules->shape_line = lineno;
+  return 0;
+}
+
+/* One line's tokens: a fabric or shape declaration, or a rule. */
 static int parse_line(char **tok, int ntok, struct rail_tuner_rules *rules, int lineno, char *why,
                       size_t wlen) {
   struct rail_tuner_rule *r = &rules->rules[rules->nrules];
 
   if (strcasecmp(tok[0], "fabric") == 0) return parse_fabric(tok, ntok, rules, lineno, why, wlen);
+  if (strcasecmp(tok[0], "shape") == 0) return parse_shape(tok, ntok, rules, lineno, why, wlen);
   if (parse_rule(tok, ntok, r, why, wlen) != 0) return -EINVAL;
   r->line = lineno;
   rules->nrules++;
@@ -352,4 +386,46 @@ int rail_tuner_rule_restrict(const struct rail_tuner_rule *rule, float (*cost)[R
       if (cost[a][p] >= 0 && !rail_tuner_rule_names(rule, a, p) && cost[a][p] <= top)
         cost[a][p] = over;
   return 0;
+}
+
+const char *rail_tuner_rules_path(const char **source) {
+  struct rail_param_info info;
+  const char *site;
+
+  rail_param_describe(RAIL_PARAM_TUNER_FILE, &info);
+  if (info.from_env) {
+    if (source != NULL) *source = info.value[0] ? "NCCL_RAIL_TUNER_FILE" : "none";
+    return info.value;
+  }
+  site = rail_param_str(RAIL_PARAM_SITE_RULES);
+  if (site[0] != '\0' && access(site, F_OK) == 0) {
+    if (source != NULL) *source = "the site file";
+    return site;
+  }
+  if (source != NULL) *source = "none";
+  return "";
+}
+
+int rail_tuner_rules_fit(const struct rail_tuner_rules *rules, int gpus, int sm, int nics, int mbps,
+                         char *why, size_t wlen) {
+  if (rules == NULL || rules->shape_line == 0) return 1;
+  if (rules->shape_gpus && gpus && rules->shape_gpus != gpus) {
+    snprintf(why, wlen, "%d GPUs a node, this job %d", rules->shape_gpus, gpus);
+    return 0;
+  }
+  if (rules->shape_sm && sm && rules->shape_sm != sm) {
+    snprintf(why, wlen, "GPUs of compute capability %d.%d, this node's %d.%d", rules->shape_sm / 10,
+             rules->shape_sm % 10, sm / 10, sm % 10);
+    return 0;
+  }
+  if (rules->shape_nics && nics && rules->shape_nics != nics) {
+    snprintf(why, wlen, "%d NIC rails a node, this node %d", rules->shape_nics, nics);
+    return 0;
+  }
+  if (rules->shape_mbps && mbps &&
+      (mbps > rules->shape_mbps * 1.1 || mbps < rules->shape_mbps / 1.1)) {
+    snprintf(why, wlen, "NICs of %d Mb/s, this node's %d Mb/s", rules->shape_mbps, mbps);
+    return 0;
+  }
+  return 1;
 }

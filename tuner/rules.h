@@ -3,6 +3,7 @@
  * line; docs/tuning.md has the format:
  *
  *   fabric        roce
+ *   shape         gpus=8 sm=90 nics=8 mbps=400000
  *   # collective  bytes       [nodes=N] [ranks=N]  ->  algo  proto  [channels=N]
  *   allreduce     0-64K       nodes=2   ranks=16   ->  tree  ll     channels=4
  *   *             1M-         nodes=4-16           ->  ring  simple
@@ -47,6 +48,10 @@ struct rail_tuner_rules {
   int fabric;      /* enum rail_tuner_fabric a "fabric" line names; UNKNOWN (0) without */
   int fabric_line; /* that line, 0 without */
   uint64_t hash;   /* FNV-1a of the file's bytes */
+  /* The shape the rules were measured on ("shape gpus=8 sm=90 nics=8
+   * mbps=400000", written by nccl-rail tune): 0 where a part is not
+   * stated. A job of another shape ignores the file (rail_tuner_rules_fit). */
+  int shape_line, shape_gpus, shape_sm, shape_nics, shape_mbps;
   struct rail_tuner_rule rules[];
 };
 
@@ -57,6 +62,23 @@ int rail_tuner_rules_parse(const char *text, const char *name, struct rail_tuner
  * cannot be read. */
 int rail_tuner_rules_load(const char *path, struct rail_tuner_rules **out);
 void rail_tuner_rules_free(struct rail_tuner_rules *rules);
+
+/* Where the site rules come from, in order: NCCL_RAIL_TUNER_FILE where
+ * set (set but empty: none, and the site file is not read either); else
+ * the site file the package owns (NCCL_RAIL_SITE_RULES, default
+ * /etc/nccl-rail/tuner.rules) where it exists; else none (""). *source,
+ * if not NULL, says which for logs: "NCCL_RAIL_TUNER_FILE", "the site
+ * file" or "none". The returned string lives as long as the process's
+ * tunables. */
+const char *rail_tuner_rules_path(const char **source);
+
+/* 1 if a job of gpus GPUs (ranks) a node, GPUs of compute capability sm
+ * (x10, 0 unknown), nics rails of mbps each (0 unknown) fits the file's
+ * shape line: every part both sides state must agree (rails' speed within
+ * 10%). Otherwise 0, and why into why. A file without a shape line fits
+ * any job. */
+int rail_tuner_rules_fit(const struct rail_tuner_rules *rules, int gpus, int sm, int nics, int mbps,
+                         char *why, size_t wlen);
 /* The first rule matching, or NULL. rules may be NULL. */
 const struct rail_tuner_rule *rail_tuner_rules_match(const struct rail_tuner_rules *rules, int coll,
                                                      size_t nbytes, int nodes, int ranks);

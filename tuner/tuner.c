@@ -42,7 +42,7 @@ void rail_tuner_env_read(struct rail_tuner_env *env) {
   env->user_algo = nonempty_env("NCCL_ALGO");
   env->user_proto = nonempty_env("NCCL_PROTO");
   env->enabled = (int)rail_param_int(RAIL_PARAM_TUNER);
-  env->rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
+  env->rules_path = rail_tuner_rules_path(&env->rules_source);
   env->transport = rail_param_str(RAIL_PARAM_TRANSPORT);
   env->topo = rail_topo_get();
   env->nvlink_spans_nodes = 0; /* the ABI shell judges it from NCCL's counts */
@@ -60,20 +60,23 @@ struct rules_cache {
 static pthread_mutex_t rules_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rules_cache *rules_loaded;
 
-static void rules_say_loaded(const struct rail_tuner_rules *r, const char *path) {
+static void rules_say_loaded(const struct rail_tuner_rules *r, const char *path,
+                             const char *source) {
   /* Decisions follow the file, so every node must hold the same one: the
-   * hash lets a site compare nodes' logs. */
+   * hash lets a site compare nodes' logs; where it came from (the variable
+   * or the package's site file) says which setting to change. */
   RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
-            "tuner: %d site rule%s from %s, fnv1a64 %016" PRIx64
+            "tuner: %d site rule%s from %s (%s), fnv1a64 %016" PRIx64
             " (must match on every node); %d bad line%s skipped%s%s",
-            r->nrules, r->nrules == 1 ? "" : "s", path, r->hash, r->nbad, r->nbad == 1 ? "" : "s",
-            r->fabric ? "; fabric " : "", r->fabric ? rail_tuner_fabric_name(r->fabric) : "");
+            r->nrules, r->nrules == 1 ? "" : "s", path, source ? source : "NCCL_RAIL_TUNER_FILE",
+            r->hash, r->nbad, r->nbad == 1 ? "" : "s", r->fabric ? "; fabric " : "",
+            r->fabric ? rail_tuner_fabric_name(r->fabric) : "");
 }
 
 /* Every communicator of a process shares one parse of a file, so a bad line
  * is reported once, not once per communicator. Loaded sets live until exit:
  * contexts hold pointers into them. */
-static const struct rail_tuner_rules *rules_get(const char *path) {
+static const struct rail_tuner_rules *rules_get(const char *path, const char *source) {
   struct rules_cache *c;
   const struct rail_tuner_rules *found = NULL;
 
@@ -87,7 +90,7 @@ static const struct rail_tuner_rules *rules_get(const char *path) {
       if (rail_tuner_rules_load(path, &c->rules) != 0)
         c->rules = NULL;
       else
-        rules_say_loaded(c->rules, path);
+        rules_say_loaded(c->rules, path, source);
       c->next = rules_loaded;
       rules_loaded = c;
     }
@@ -99,7 +102,7 @@ static const struct rail_tuner_rules *rules_get(const char *path) {
 
 /* ---- contexts ----------------------------------------------------------- */
 
-static int told_user_override, told_disabled, told_nvl_domains, told_fabric;
+static int told_user_override, told_disabled, told_nvl_domains, told_fabric, told_shape;
 
 static int once(int *flag) { return __atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL) == 0; }
 
@@ -180,6 +183,29 @@ static void explain(const struct rail_tuner_ctx *ctx) {
               rail_tuner_fabric_name(ctx->local.fabric));
 }
 
+/* The rules, where the job is of the shape they were measured on (their
+ * "shape" line against the GPUs a node, this node's GPUs and rails); else
+ * NULL, said once at INFO: rules measured on another machine choose for a
+ * machine nobody measured, and NCCL's own choice stands there. */
+static const struct rail_tuner_rules *rules_fit(const struct rail_tuner_ctx *ctx,
+                                                const struct rail_tuner_env *env,
+                                                const struct rail_tuner_rules *rules) {
+  char why[160];
+  int gpus = (int)(ctx->nranks / ctx->nnodes);
+  int sm = env->topo->ngpus > 0 ? env->topo->gpus[0].sm : 0;
+  int nics = ctx->have_local && !ctx->local.socket ? ctx->local.rails : 0;
+  int mbps = nics ? (int)(ctx->local.rail_gbps * 1000) : 0;
+
+  if (rules == NULL || rail_tuner_rules_fit(rules, gpus, sm, nics, mbps, why, sizeof(why)))
+    return rules;
+  if (once(&told_shape))
+    RAIL_INFO(RAIL_SUBSYS_INIT | RAIL_SUBSYS_TUNING,
+              "tuner: %s (line %d, its shape) was measured on %s: its rules are ignored for this "
+              "job, NCCL's own choice stands",
+              rules->path, rules->shape_line, why);
+  return NULL;
+}
+
 int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env *env,
                       struct rail_tuner_ctx **out) {
   struct rail_tuner_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -199,7 +225,8 @@ int rail_tuner_create(size_t nranks, size_t nnodes, const struct rail_tuner_env 
   ctx->have_local =
       rail_tuner_shape_from_topo(env->topo, env->transport, nranks, nnodes, &ctx->local) == 0;
   if (env->rules_path != NULL && env->rules_path[0] != '\0')
-    ctx->rules = rules_get(env->rules_path);
+    ctx->rules = rules_get(env->rules_path, env->rules_source);
+  ctx->rules = rules_fit(ctx, env, ctx->rules);
   ctx->fabric = ctx->rules ? ctx->rules->fabric : RAIL_TUNER_FABRIC_UNKNOWN;
   ctx->active = 1;
   explain(ctx);

@@ -33,7 +33,8 @@ struct rail_tuner_env {
   const char *user_algo;        /* NCCL_ALGO, NULL if unset or empty */
   const char *user_proto;       /* NCCL_PROTO, NULL if unset or empty */
   int enabled;                  /* NCCL_RAIL_TUNER */
-  const char *rules_path;       /* NCCL_RAIL_TUNER_FILE, "" for none */
+  const char *rules_path;       /* the site rules (rail_tuner_rules_path), "" for none */
+  const char *rules_source;     /* where rules_path came from, for the INFO line; may be NULL */
   int nvlink_spans_nodes;       /* an NVLink domain holds more ranks than a host (tuner_abi.c) */
   int nccl_release; /* enum rail_nccl_release of the NCCL that loaded us (tuner_abi.c); 0: newest */
 };

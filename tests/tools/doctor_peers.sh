@@ -135,6 +135,16 @@ assert j["peers"][0]["same_tuner_rules"] is True, j["peers"][0]
 assert any(f["check"] == "tuner rules" and f["level"] == "ok" for f in j["findings"]), j["findings"]
 PY
 
+# the same check where NCCL_RAIL_TUNER_FILE is unset: the package's site
+# file (NCCL_RAIL_SITE_RULES stands in for /etc/nccl-rail/tuner.rules)
+serve -u NCCL_RAIL_TUNER_FILE NCCL_NET_PLUGIN=rail NCCL_RAIL_SITE_RULES="$tmp/rules-a"
+(unset NCCL_RAIL_TUNER_FILE && NCCL_RAIL_SITE_RULES=$tmp/rules-b peers "$tmp/site.out")
+rc=$?
+wait $server
+cat "$tmp/site.out"
+check "different site files (no NCCL_RAIL_TUNER_FILE): doctor --peers exits 1, both hashes named" \
+  sh -c "test $rc -eq 1 && grep -Eq '^FAIL tuner rules +.* has fnv1a64 [0-9a-f]{16}, 10.203.1.1 has fnv1a64 [0-9a-f]{16}: ' '$tmp/site.out'"
+
 ip -n "$B" route add blackhole 10.203.2.1/32
 serve NCCL_NET_PLUGIN=rail NCCL_SOCKET_IFNAME==r1
 peers "$tmp/cut.out"

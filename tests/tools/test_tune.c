@@ -18,7 +18,7 @@
  * do not say (README.md there: the real logs of NCCL 2.4 do not name
  * their test; their network is in their connection lines). */
 struct fixture {
-  const char *files[4];
+  const char *files[9];
   int coll, fabric; /* -1: the logs say it */
 };
 
@@ -26,11 +26,12 @@ static const struct fixture fixtures[] = {
     {{"crafted-h100-2nodes-ib.txt"}, -1, -1},
     {{"crafted-a100-4nodes-roce.txt"}, -1, -1},
     {{"crafted-t4-2nodes-tcp.txt"}, -1, -1},
-    {{"real-2080ti-16nodes-tcp-allreduce-ring-simple.txt",
+    /* NCCL 2.4's own unforced run (ring there) beside tree forced */
+    {{"real-2080ti-16nodes-tcp-allreduce-unforced.txt",
       "real-2080ti-16nodes-tcp-allreduce-tree-simple.txt"},
      RAIL_COLL_ALLREDUCE,
      -1},
-    {{"real-2080ti-16nodes-ib-allreduce-ring-simple.txt",
+    {{"real-2080ti-16nodes-ib-allreduce-unforced.txt",
       "real-2080ti-16nodes-ib-allreduce-tree-simple.txt"},
      RAIL_COLL_ALLREDUCE,
      -1},
@@ -58,6 +59,22 @@ static const struct fixture fixtures[] = {
       "real-l40s-1node-2gpus-allreduce-simple.txt"},
      -1,
      -1},
+    /* the whole sweep of each: NCCL's own unforced run three times, the
+     * algorithm sweep and the protocol sweep, as one set */
+    {{"real-l40s-1node-2gpus-allreduce-unforced-1.txt",
+      "real-l40s-1node-2gpus-allreduce-unforced-2.txt",
+      "real-l40s-1node-2gpus-allreduce-unforced-3.txt", "real-l40s-1node-2gpus-allreduce-ring.txt",
+      "real-l40s-1node-2gpus-allreduce-tree.txt", "real-l40s-1node-2gpus-allreduce-ll.txt",
+      "real-l40s-1node-2gpus-allreduce-ll128.txt", "real-l40s-1node-2gpus-allreduce-simple.txt"},
+     -1,
+     -1},
+    {{"real-l40s-1node-4gpus-allreduce-unforced-1.txt",
+      "real-l40s-1node-4gpus-allreduce-unforced-2.txt",
+      "real-l40s-1node-4gpus-allreduce-unforced-3.txt", "real-l40s-1node-4gpus-allreduce-ring.txt",
+      "real-l40s-1node-4gpus-allreduce-tree.txt", "real-l40s-1node-4gpus-allreduce-ll.txt",
+      "real-l40s-1node-4gpus-allreduce-ll128.txt", "real-l40s-1node-4gpus-allreduce-simple.txt"},
+     -1,
+     -1},
 };
 #define NFIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 
@@ -68,16 +85,16 @@ static void fixture_path(const char *name, char *out, size_t len) {
 
 /* Reads fixture f's logs as one set, as `tune --from` would with the
  * options the README names; paths[] holds the file names the set points to. */
-static int fixture_read(size_t f, char paths[4][1024], struct rail_tune_set *set, char *err,
+static int fixture_read(size_t f, char paths[9][1024], struct rail_tune_set *set, char *err,
                         size_t errlen) {
-  const char *files[4];
+  const char *files[9];
   struct rail_tune_opts o;
   int n = 0;
 
   rail_tune_opts_default(&o);
   o.coll = fixtures[f].coll;
   o.fabric = fixtures[f].fabric;
-  for (; n < 4 && fixtures[f].files[n]; n++) {
+  for (; n < 9 && fixtures[f].files[n]; n++) {
     fixture_path(fixtures[f].files[n], paths[n], sizeof(paths[n]));
     files[n] = paths[n];
   }
@@ -90,7 +107,7 @@ static int misses(const struct rail_tune_set *set, const char *rules_path, int v
 
 TEST(tune_rules_pick_a_measured_winner_at_every_size) {
   for (size_t f = 0; f < NFIXTURES; f++) {
-    char paths[4][1024], rules[256], err[512], *text = NULL;
+    char paths[9][1024], rules[256], err[512], *text = NULL;
     struct rail_tune_set set;
 
     snprintf(rules, sizeof(rules), "/tmp/unit-tune-%d-%zu.rules", (int)getpid(), f);
@@ -115,7 +132,7 @@ TEST(tune_without_rules_the_model_misses_somewhere) {
   int total = 0;
 
   for (size_t f = 0; f < NFIXTURES; f++) {
-    char paths[4][1024], err[512];
+    char paths[9][1024], err[512];
     struct rail_tune_set set;
 
     if (fixture_read(f, paths, &set, err, sizeof(err)) != 0) continue;
@@ -169,13 +186,17 @@ static void write_run(FILE *f, int nodes, const char *algo, double lat) {
 
 /* Runs forcing only NCCL_ALGO (the protocol NCCL's own): one candidate an
  * algorithm, and the rules name only it ("tree *"); the plugin, loading
- * them, runs tree at every size measured (its protocol from NCCL's costs),
- * where without them it misses. Only NCCL_PROTO alike. A set mixing an
- * algorithm-only run with a fully forced one is refused, naming both. */
+ * them, runs tree at every size measured, where without them (NCCL's own
+ * unforced run, as slow as ring) it misses. Only NCCL_PROTO alike. Any mix
+ * of kinds stands in one set: ring/"*" beside ring/simple beside "*"/ll,
+ * the rule naming exactly what its winner forced. */
 TEST(tune_runs_forcing_one_part_give_rules_naming_it) {
-  static const char *const forced[][2][2] = {{{"ring", NULL}, {"tree", NULL}},
-                                             {{NULL, "ll"}, {NULL, "simple"}}};
-  static const char *const want[] = {"->  tree  *\n", "->  *  simple\n"};
+  static const char *const forced[][3][2] = {
+      {{"ring", NULL}, {"tree", NULL}, {NULL, NULL}},
+      {{NULL, "ll"}, {NULL, "simple"}, {NULL, NULL}},
+      /* a mix: the winner forced both parts; ring/"*" overlaps it */
+      {{"ring", NULL}, {"ring", "simple"}, {NULL, "ll"}}};
+  static const char *const want[] = {"->  tree  *\n", "->  *  simple\n", "->  ring  simple\n"};
   char path[256], rules[256], err[512], *text = NULL;
   const char *files[1] = {path};
   struct rail_tune_set set;
@@ -184,22 +205,28 @@ TEST(tune_runs_forcing_one_part_give_rules_naming_it) {
 
   snprintf(path, sizeof(path), "/tmp/unit-tune-one-%d.txt", (int)getpid());
   rail_tune_opts_default(&o);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     f = fopen(path, "w");
     if (f == NULL) return;
+    write_run_forced(f, 2, NULL, NULL, 5000); /* NCCL's own, the baseline */
     write_run_forced(f, 2, forced[k][0][0], forced[k][0][1], 5000);
     write_run_forced(f, 2, forced[k][1][0], forced[k][1][1], 10);
+    if (forced[k][2][0] || forced[k][2][1])
+      write_run_forced(f, 2, forced[k][2][0], forced[k][2][1], 3000);
     fclose(f);
     CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), 0);
     if (set.ngroups != 1) {
       printf("    %s\n", err);
       continue;
     }
-    CHECK_EQ_INT(set.groups[0].ncand, 2);
+    CHECK_EQ_INT(set.groups[0].ncand, k == 2 ? 4 : 3);
+    CHECK(rail_tune_unforced(&set.groups[0]) != NULL);
     /* the plugin reads a file once a process: a new name each time */
     snprintf(rules, sizeof(rules), "/tmp/unit-tune-one-%d-%d.rules", (int)getpid(), k);
     CHECK_EQ_INT(rail_tune_rules_text(&set, &text, NULL), 0);
     CHECK(text && strstr(text, want[k]) != NULL);
+    /* the evidence names the baseline's times */
+    CHECK(text && strstr(text, "against NCCL's own (unforced) 6048.6 us") != NULL);
     CHECK_EQ_INT(rail_tune_write_atomic(rules, text, err, sizeof(err)), 0);
     CHECK(misses(&set, "", 0) > 0);
     CHECK_EQ_INT(misses(&set, rules, 1), 0);
@@ -208,15 +235,218 @@ TEST(tune_runs_forcing_one_part_give_rules_naming_it) {
     text = NULL;
     rail_tune_set_free(&set);
   }
-  f = fopen(path, "w");
-  if (f == NULL) return;
-  write_run_forced(f, 2, "ring", NULL, 5000);
-  write_run_forced(f, 2, "ring", "simple", 10);
+  unlink(path);
+}
+
+/* A run of allreduce at one size per entry of t[] (us, both placements),
+ * sizes 1M, 2M, 4M..., `hosts` hosts of `gpn` ranks. */
+static void write_table(FILE *f, int hosts, int gpn, const char *algo, const char *proto,
+                        const double *t, int n) {
+  fprintf(f, "$ mpirun");
+  if (algo != NULL) fprintf(f, " -x NCCL_ALGO=%s", algo);
+  if (proto != NULL) fprintf(f, " -x NCCL_PROTO=%s", proto);
+  fprintf(f, " ./all_reduce_perf\n");
+  for (int r = 0; r < hosts * gpn; r++)
+    fprintf(f, "#  Rank %d Group 0 Pid %d on host%d device %d [0x18] NVIDIA H100 80GB HBM3\n", r, r,
+            r / gpn, r % gpn);
+  fprintf(f, "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n");
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%d %d float sum -1 %.2f 1 1 0 %.2f 1 1 0\n", 1048576 << i, 262144 << i, t[i], t[i]);
+  fprintf(f, "# Avg bus bandwidth : 1\n");
+}
+
+/* The rules written from path's runs (one set), or NULL. */
+static char *rules_of(const char *path, struct rail_tune_set *set) {
+  const char *files[1] = {path};
+  struct rail_tune_opts o;
+  char err[512], *text = NULL;
+
+  rail_tune_opts_default(&o);
+  if (rail_tune_set_read(files, 1, &o, set, err, sizeof(err)) != 0) {
+    printf("    %s\n", err);
+    return NULL;
+  }
+  if (rail_tune_rules_text(set, &text, NULL) != 0) text = NULL;
+  return text;
+}
+
+/* The issue's NVSwitch node: one forced candidate (ring), NCCL's own run
+ * (NVLS there) within 5% below 32 MiB and 6-30% faster above: no rule.
+ * The socket pair: NCCL's own run 2x slower than Simple from 1 MiB: a
+ * rule, held against the unforced run's times. */
+TEST(tune_the_unforced_run_is_the_baseline) {
+  static const double ring[] = {100, 200, 400, 900, 2000, 4000};
+  static const double nccl[] = {102, 198, 380, 700, 1600, 3100};
+  static const double simple[] = {50, 100, 200, 400, 800, 1600};
+  static const double own[] = {100, 200, 400, 800, 1600, 3200};
+  char path[256], *text;
+  struct rail_tune_set set;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/tmp/unit-tune-base-%d.txt", (int)getpid());
+  if ((f = fopen(path, "w")) == NULL) return;
+  write_table(f, 1, 8, NULL, NULL, nccl, 6);
+  write_table(f, 1, 8, "ring", NULL, ring, 6);
   fclose(f);
-  CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), -EINVAL);
-  CHECK(strstr(err, "this ring/simple run forced the algorithm and the protocol, the ring/* run") !=
-        NULL);
-  CHECK(strstr(err, "must force the same parts") != NULL);
+  text = rules_of(path, &set);
+  CHECK(text != NULL && strstr(text, "->") == NULL); /* never slower than NCCL's own run */
+  CHECK_EQ_INT(misses(&set, "", 0), 0);
+  free(text);
+  rail_tune_set_free(&set);
+
+  if ((f = fopen(path, "w")) == NULL) return;
+  write_table(f, 2, 1, "ring", "simple", simple, 6);
+  write_table(f, 2, 1, NULL, NULL, own, 6);
+  fclose(f);
+  text = rules_of(path, &set);
+  CHECK(text != NULL && strstr(text, "allreduce      1M-32M  nodes=2-4  ranks=2-4  ->  ring  "
+                                     "simple\n") != NULL);
+  CHECK(text != NULL && strstr(text, "#   1M: ring/simple 50.0 us (") != NULL);
+  CHECK(text != NULL && strstr(text, " against NCCL's own (unforced) 100.0 us (") != NULL);
+  CHECK(misses(&set, "", 0) > 0);
+  free(text);
+  rail_tune_set_free(&set);
+  unlink(path);
+}
+
+/* Without an unforced run, a rule only where the plugin's own pick was
+ * measured; elsewhere none, and one line names the run to add. */
+TEST(tune_never_writes_a_rule_against_nothing) {
+  static const double slow[] = {100, 200, 400, 800};
+  static const double fast[] = {10, 20, 40, 80};
+  char path[256], *text;
+  struct rail_tune_set set;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/tmp/unit-tune-nothing-%d.txt", (int)getpid());
+  if ((f = fopen(path, "w")) == NULL) return;
+  /* 8 H100 on one node: the plugin's own pick is ring/ll at 1 MiB (a rule
+   * there, held against it), NVLS from 2 MiB, never measured here */
+  write_table(f, 1, 8, "ring", "ll", slow, 4);
+  write_table(f, 1, 8, "tree", "ll", fast, 4);
+  fclose(f);
+  text = rules_of(path, &set);
+  /* 1 MiB holds up to the geometric middle with 2 MiB */
+  CHECK(text != NULL && strstr(text, "allreduce      1M-1482910  nodes=1-1  ranks=8-8  ->  tree  "
+                                     "ll\n") != NULL);
+  CHECK(text != NULL && strstr(text, "against the plugin's own pick, ring/ll 100.0 us") != NULL);
+  CHECK(text != NULL && strstr(strstr(text, "->") + 2, "->") == NULL); /* that rule alone */
+  CHECK(text != NULL && strstr(text, "no rule at 3 sizes (2M to 8M)") != NULL);
+  CHECK(text != NULL && strstr(text, "add a run without NCCL_ALGO and NCCL_PROTO (NCCL's own "
+                                     "choice), or one forcing nvls") != NULL);
+  free(text);
+  rail_tune_set_free(&set);
+  unlink(path);
+}
+
+/* Repetitions are samples: repeated tables of one forcing in one file
+ * pool their times, and their spread raises the threshold: 15% faster
+ * than an unforced run whose repeats differ by 30% is no rule; 35% is. */
+TEST(tune_repetitions_pool_and_their_spread_raises_the_threshold) {
+  static const double u1[] = {100, 100}, u2[] = {130, 130};
+  static const double a[] = {100, 100}, b[] = {85, 85};
+  char path[256], *text;
+  struct rail_tune_set set;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/tmp/unit-tune-rep-%d.txt", (int)getpid());
+  for (int k = 0; k < 2; k++) {
+    if ((f = fopen(path, "w")) == NULL) return;
+    write_table(f, 2, 1, NULL, NULL, u1, 2);
+    write_table(f, 2, 1, "tree", "simple", k ? b : a, 2);
+    write_table(f, 2, 1, NULL, NULL, u2, 2);
+    write_table(f, 2, 1, "tree", "simple", k ? b : a, 2);
+    fclose(f);
+    text = rules_of(path, &set);
+    if (set.ngroups == 1) {
+      const struct rail_tune_cand *u = rail_tune_unforced(&set.groups[0]);
+      CHECK(u != NULL && u->runs == 2 && u->pts[0].n == 4);
+      CHECK(u != NULL && fabs(rail_tune_noise(&u->pts[0]) - 0.3) < 1e-9);
+    }
+    CHECK(text != NULL && (strstr(text, "->  tree  simple") != NULL) == k);
+    CHECK(text != NULL && strstr(text, "# runs, in the order read (4):") != NULL);
+    if (k) CHECK(text != NULL && strstr(text, "threshold 30.0%") != NULL);
+    free(text);
+    rail_tune_set_free(&set);
+  }
+  unlink(path);
+}
+
+/* The held-out split can fail: rules from half the sizes lose to NCCL's
+ * own run at the other half where the winner changes at every size. */
+TEST(tune_heldout_scores_against_the_unforced_run) {
+  static const double u[] = {100, 100, 100, 100, 100, 100, 100, 100};
+  static const double zig[] = {50, 200, 50, 200, 50, 200, 50, 200};
+  static const double fast[] = {50, 50, 50, 50, 50, 50, 50, 50};
+  char path[256];
+  const char *files[1] = {path};
+  struct rail_tune_set set;
+  struct rail_tune_opts o;
+  struct rail_tune_heldout h;
+  char err[512];
+  FILE *f;
+
+  rail_tune_opts_default(&o);
+  snprintf(path, sizeof(path), "/tmp/unit-tune-held-%d.txt", (int)getpid());
+  for (int k = 0; k < 2; k++) {
+    if ((f = fopen(path, "w")) == NULL) return;
+    write_table(f, 2, 1, NULL, NULL, u, 8);
+    write_table(f, 2, 1, "tree", "simple", k ? fast : zig, 8);
+    fclose(f);
+    CHECK_EQ_INT(rail_tune_set_read(files, 1, &o, &set, err, sizeof(err)), 0);
+    CHECK_EQ_INT(rail_tune_heldout(&set, &h, stdout), 0);
+    printf("    %s: %d scored, rules %d, NCCL %d, behind %d\n", k ? "fast" : "zigzag", h.scored,
+           h.rules_right, h.nccl_right, h.behind);
+    CHECK_EQ_INT(h.scored, 8);
+    if (k == 0) CHECK(h.behind > 0 && h.rules_right < h.nccl_right);
+    /* each half's last rule ends at its last size: the held-out size past
+     * it, and the one below the first, keep NCCL's own run */
+    if (k == 1) CHECK(h.behind == 0 && h.rules_right == 6 && h.nccl_right == 0);
+    rail_tune_set_free(&set);
+  }
+  unlink(path);
+}
+
+/* Ranks sharing a host under distinct NCCL_HOSTID: NCCL's "nNodes" says
+ * the node count, not the one host of the # Rank lines. A single-size log
+ * and NCCL WARN lines inside the table read as they are. */
+TEST(tune_nodes_from_nccl_and_odd_logs) {
+  static const char log[] =
+      "# Collective test starting: all_reduce_perf\n"
+      "#  Rank  0 Group  0 Pid  1 on  hostA device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  2 on  hostA device  1 [0x19] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  2 Group  0 Pid  3 on  hostA device  2 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  3 Group  0 Pid  4 on  hostA device  3 [0x19] NVIDIA H100 80GB HBM3\n"
+      "hostA:1:1 [0] NCCL INFO NCCL_HOSTID set by environment to a\n"
+      "hostA:1:1 [0] NCCL INFO Using network Socket\n"
+      "hostA:1:1 [0] NCCL INFO comm 0x5 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n"
+      "hostA:1:9 [0] transport/net_socket.cc:540 NCCL WARN NET/Socket : peer closed early\n"
+      "   536870912     134217728     float     sum      -1   5000.0  107.37  161.06      0   "
+      "5001.0  107.35  161.03      0\n"
+      "hostA:1:9 [0] NCCL WARN NET/Socket : retrying\n"
+      "# Out of bounds values : 0 OK\n"
+      "# Avg bus bandwidth    : 161.0\n";
+  char path[256], *text;
+  struct rail_tune_set set;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/tmp/unit-tune-hostid-%d.txt", (int)getpid());
+  if ((f = fopen(path, "w")) == NULL) return;
+  fputs(log, f);
+  fclose(f);
+  text = rules_of(path, &set);
+  CHECK_EQ_INT(set.ngroups, 1);
+  if (set.ngroups == 1) {
+    CHECK_EQ_INT(set.groups[0].nodes, 2);
+    CHECK_EQ_INT(set.gpn, 2);
+    CHECK_EQ_INT(set.groups[0].nsizes, 1);
+    CHECK_EQ_STR(set.groups[0].nodes_from, "NCCL's nNodes");
+  }
+  CHECK(text != NULL && strstr(text, "#   1. ") != NULL && strstr(text, "at 2 nodes, unforced"));
+  free(text);
+  rail_tune_set_free(&set);
   unlink(path);
 }
 
@@ -232,8 +462,9 @@ TEST(tune_node_counts_take_the_nearest_measured_within_2x) {
   snprintf(path, sizeof(path), "/tmp/unit-tune-nodes-%d.txt", (int)getpid());
   f = fopen(path, "w");
   if (f == NULL) return;
-  /* Tree far ahead of Ring everywhere: a rule wherever the plugin picks Ring */
+  /* Tree far ahead of Ring and of NCCL's own unforced run everywhere */
   for (int k = 0; k < 2; k++) {
+    write_run_forced(f, k ? 8 : 2, NULL, NULL, 5000);
     write_run(f, k ? 8 : 2, "ring", 5000);
     write_run(f, k ? 8 : 2, "tree", 10);
   }
@@ -384,6 +615,9 @@ TEST(measured_joins_a_row_cut_by_nccl_log_lines) {
 }
 
 RAIL_TEST_MAIN(tune_rules_pick_a_measured_winner_at_every_size,
+               tune_the_unforced_run_is_the_baseline, tune_never_writes_a_rule_against_nothing,
+               tune_repetitions_pool_and_their_spread_raises_the_threshold,
+               tune_heldout_scores_against_the_unforced_run, tune_nodes_from_nccl_and_odd_logs,
                tune_node_counts_take_the_nearest_measured_within_2x,
                tune_runs_forcing_one_part_give_rules_naming_it,
                tune_without_rules_the_model_misses_somewhere,

@@ -22,12 +22,14 @@ enum {
   RAIL_CLI_USAGE = 2, /* bad options: nothing was run */
 };
 
-int rail_cmd_topo(int argc, char **argv);   /* tools/topo/cmd_topo.c */
-int rail_cmd_plan(int argc, char **argv);   /* tools/plan/cmd_plan.c */
-int rail_cmd_bench(int argc, char **argv);  /* tools/bench/cmd_bench.c */
-int rail_cmd_doctor(int argc, char **argv); /* tools/doctor/cmd_doctor.c */
-int rail_cmd_env(int argc, char **argv);    /* tools/env/cmd_env.c */
-int rail_cmd_tune(int argc, char **argv);   /* tools/tune/cmd_tune.c */
+int rail_cmd_topo(int argc, char **argv);    /* tools/topo/cmd_topo.c */
+int rail_cmd_plan(int argc, char **argv);    /* tools/plan/cmd_plan.c */
+int rail_cmd_bench(int argc, char **argv);   /* tools/bench/cmd_bench.c */
+int rail_cmd_doctor(int argc, char **argv);  /* tools/doctor/cmd_doctor.c */
+int rail_cmd_env(int argc, char **argv);     /* tools/env/cmd_env.c */
+int rail_cmd_tune(int argc, char **argv);    /* tools/tune/cmd_tune.c */
+int rail_cmd_enable(int argc, char **argv);  /* tools/tune/tune_install.c */
+int rail_cmd_disable(int argc, char **argv); /* tools/tune/tune_install.c */
 
 /* getopt_long over argv with errors reported in this project's words
  * ("nccl-rail CMD: unknown option '--x'", "... option '--x' needs a value")

@@ -88,10 +88,11 @@ static void peers_ntop(const struct sockaddr_storage *a, char *out, size_t len) 
   if (inet_ntop(a->ss_family, raw, out, (socklen_t)len) == NULL) snprintf(out, len, "?");
 }
 
-/* The site rules file this node's ranks would load, by the hash the
+/* The site rules file this node's ranks would load (NCCL_RAIL_TUNER_FILE,
+ * else the package's site file: rail_tuner_rules_path), by the hash the
  * plugin logs (tuner/rules.h). */
 static void peers_rules_fill(struct peers_hello *h) {
-  const char *path = rail_param_str(RAIL_PARAM_TUNER_FILE);
+  const char *path = rail_tuner_rules_path(NULL);
   struct rail_tuner_rules *rules = NULL;
   int rc;
 
@@ -595,9 +596,9 @@ static const char *peers_rules_str(const struct peers_hello *h, char *buf, size_
   if (h->rules_state == 1)
     snprintf(buf, len, "fnv1a64 %016" PRIx64, h->rules_hash);
   else if (h->rules_state == 0)
-    snprintf(buf, len, "no NCCL_RAIL_TUNER_FILE");
+    snprintf(buf, len, "no site rules");
   else
-    snprintf(buf, len, "an unreadable NCCL_RAIL_TUNER_FILE (%s)", strerror(-h->rules_state));
+    snprintf(buf, len, "an unreadable rules file (%s)", strerror(-h->rules_state));
   return buf;
 }
 
@@ -613,14 +614,16 @@ static void peers_report_rules(struct rail_doctor *d, const struct rail_doctor_p
   peers_rules_str(R, theirs, sizeof(theirs));
   if (L->rules_state == R->rules_state && L->rules_hash == R->rules_hash) {
     rail_doctor_say(d, RAIL_DOCTOR_OK, "tuner rules", NULL,
-                    "%s: the same NCCL_RAIL_TUNER_FILE as this node (%s)", o->host, mine);
+                    "%s: the same site rules as this node (%s)", o->host, mine);
     return;
   }
   if (gethostname(self, sizeof(self)) != 0) snprintf(self, sizeof(self), "this node");
   self[sizeof(self) - 1] = '\0';
   rail_doctor_say(d, RAIL_DOCTOR_FAIL, "tuner rules",
                   "give every node the same NCCL_RAIL_TUNER_FILE (one shared path, or the same "
-                  "file copied; `nccl-rail tune` writes it)",
+                  "file copied; `nccl-rail tune` writes it), or, where it is unset, the same "
+                  "site file (NCCL_RAIL_SITE_RULES, /etc/nccl-rail/tuner.rules: `nccl-rail tune "
+                  "--install` puts it there)",
                   "%s has %s, %s has %s: their ranks would choose different algorithms and the "
                   "job would hang",
                   self, mine, o->host, theirs);

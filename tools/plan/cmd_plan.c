@@ -416,7 +416,7 @@ static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
                                 .nmore_measured = o->nmore_measured,
                                 .coll = o->coll,
                                 .pick = rail_plan_pick};
-  const char *rules_path = rail_param_str(RAIL_PARAM_TUNER_FILE);
+  const char *rules_path = rail_tuner_rules_path(NULL);
   char fabric_note[320];
   int rc;
 
@@ -435,6 +435,20 @@ static int plan_run(const struct plan_opts *o, const struct rail_topo *topo) {
   if ((o->svg != NULL || o->png != NULL) && rail_plan_draw_load(&draw) != 0) return 1;
   /* The loader reports bad lines (file:line) on stderr, as the plugin would. */
   if (rules_path[0] != '\0') rail_tuner_rules_load(rules_path, &rules);
+  /* As the plugin does (tuner/tuner.c): a file whose shape line is not
+   * this plan's shape is ignored, and said. */
+  if (rules != NULL) {
+    char why[160];
+    if (!rail_tuner_rules_fit(rules, s.gpus_per_node, s.sm, s.socket ? 0 : s.rails,
+                              s.socket ? 0 : (int)(s.rail_gbps * 1000), why, sizeof(why))) {
+      fprintf(stderr,
+              "nccl-rail plan: %s (line %d, its shape) was measured on %s: the plugin would "
+              "ignore its rules here; planned without them\n",
+              rules->path, rules->shape_line, why);
+      rail_tuner_rules_free(rules);
+      rules = NULL;
+    }
+  }
   p.rules = rules;
   p.note = rail_plan_inactive_note(&s);
   p.fabric_note = rail_plan_fabric_note(&s, rules, fabric_note, sizeof(fabric_note));

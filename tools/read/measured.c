@@ -43,7 +43,7 @@ struct state {
   int coll;
   char pend[4][64], cur[4][64], kept[4][64];
   /* the last "# Rank" block (ranks, distinct hosts, the GPU) and network */
-  int nranks, nhosts, hosts_cap, block_taken;
+  int nranks, nhosts, hosts_cap, block_taken, nnodes;
   char (*hosts)[64];
   char gpu[64], net[32];
   int took_algo, took_proto, took_line; /* a TUNING line before the next table */
@@ -286,6 +286,7 @@ static void open_table(struct state *st, const struct layout *lay) {
   memset(st->pend, 0, sizeof(st->pend));
   st->run.nranks_seen = st->nranks;
   st->run.nhosts = st->nhosts;
+  st->run.nnodes = st->nnodes;
   memcpy(st->run.gpu, st->gpu, sizeof(st->run.gpu));
   memcpy(st->run.net, st->net, sizeof(st->run.net));
   st->block_taken = 1;
@@ -334,7 +335,7 @@ static int rank_line(struct state *st, const struct tok *t, int n) {
     if (o >= sizeof(gpu)) o = sizeof(gpu) - 1;
   }
   if (st->block_taken) {
-    st->nranks = st->nhosts = st->block_taken = 0;
+    st->nranks = st->nhosts = st->block_taken = st->nnodes = 0;
     st->gpu[0] = '\0';
   }
   if (st->nranks++ == 0)
@@ -419,6 +420,16 @@ static int via_net_line(struct state *st, const struct tok *t, int n) {
  * Bytes -> Algo 1 proto 2 time 45.3" (ids or names): what NCCL ran, which
  * differs from a forcing NCCL could not honour. 1 if it is one. */
 static int tuning_line(struct state *st, const struct tok *t, int n, int line) {
+  /* NCCL's init line, "comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8
+   * ...": its own node count, which NCCL_HOSTID makes differ from the
+   * hosts nccl-tests names. A run's lines may come before or after its
+   * "# Rank" block (nccl-tests prints the devices, then NCCL inits). */
+  for (int i = 0; i + 1 < n; i++)
+    if (tok_is(&t[i], "nNodes") && tok_digits(&t[i + 1])) {
+      st->nnodes = (int)digits_value(&t[i + 1], 0);
+      if (st->open && st->run.npoints == 0) st->run.nnodes = st->nnodes;
+      return 1;
+    }
   for (int i = 0; i + 2 < n; i++)
     if (tok_is(&t[i], "Using") && tok_is(&t[i + 1], "network")) {
       snprintf(st->net, sizeof(st->net), "%.*s", (int)(t[i + 2].n < 31 ? t[i + 2].n : 31),

@@ -52,6 +52,8 @@ struct rail_measured_run {
    * network X", and NCCL's TUNING lines ("N Bytes -> Algo A proto P"). */
   int nranks_seen; /* rank lines, 0 when none */
   int nhosts;      /* distinct hosts among them */
+  int nnodes;      /* NCCL's own "nNodes N" (its init line), 0 when not logged: ranks
+                    * sharing a host under distinct NCCL_HOSTID are NCCL's nodes */
   char gpu[64];    /* the first rank's GPU model, "mixed" where ranks differ */
   char net[32];    /* "IB", "Socket", ... "" when not logged */
   int ended;       /* nccl-tests' closing lines ("# Avg bus bandwidth") end it */

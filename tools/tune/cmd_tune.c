@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/param.h"
 #include "tools/cli/cli.h"
 #include "tools/tune/tune.h"
 
@@ -14,9 +15,10 @@ static void tune_usage(FILE *out) {
   fprintf(out,
           "usage: nccl-rail tune --from FILE... [-o RULES] [options]\n"
           "  Reads nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
-          "  broadcast_perf, reduce_perf) or collperf output, one run per forced\n"
-          "  NCCL_ALGO/NCCL_PROTO, and writes the NCCL_RAIL_TUNER_FILE rules where a\n"
-          "  measured winner beats the plugin's own pick by more than the noise.\n"
+          "  broadcast_perf, reduce_perf) or collperf output: NCCL's own unforced run\n"
+          "  beside runs forced by NCCL_ALGO, NCCL_PROTO or both (repeats pooled), and\n"
+          "  writes the NCCL_RAIL_TUNER_FILE rules where a forced run beats the unforced\n"
+          "  one by more than the noise.\n"
           "\n"
           "  --from FILE...     the logs (every argument that is not an option)\n"
           "  -o, --output RULES the rules file, written whole or not at all (default: stdout)\n"
@@ -28,7 +30,14 @@ static void tune_usage(FILE *out) {
           "  --fabric F         ib, roce, efa, tcp or libfabric: written as the file's\n"
           "                     \"fabric\" line and used for the plugin's own pick\n"
           "  --nics N, --gbps G the network of the shape the plugin's pick is judged on\n"
-          "                     (default: a rail per GPU at the GPU generation's rate)\n"
+          "                     (default: a rail per GPU at the GPU generation's rate);\n"
+          "                     given, they join the file's shape line\n"
+          "  --install          also (or, without -o, only) write the rules to the site\n"
+          "                     file the package owns (NCCL_RAIL_SITE_RULES, default\n"
+          "                     /etc/nccl-rail/tuner.rules), atomically: jobs load it\n"
+          "                     where NCCL_RAIL_TUNER_FILE is unset\n"
+          "  --enable           with --install: then `nccl-rail enable` (NCCL_NET_PLUGIN=rail\n"
+          "                     in /etc/nccl.conf): jobs set nothing\n"
           "\n"
           "usage: nccl-rail tune --run [-o RULES] [--hosts H:N,...] [--ranks N] [options]\n"
           "  Runs the sweep: every algorithm and protocol NCCL may run for each collective,\n"
@@ -41,10 +50,17 @@ static void tune_usage(FILE *out) {
           "  --max-bytes B      sizes from 8 B to B by x2 (default 1G)\n"
           "  --time-limit S     the whole sweep's bound, runs past it cut (default 3600)\n"
           "  --logs DIR         where the runs' logs go (default nccl-rail-tune-logs)\n"
+          "  --repeat N         rounds: each runs NCCL's own unforced run (the baseline)\n"
+          "                     first, then every forcing (default 3)\n"
           "\n"
           "usage: nccl-rail tune --check RULES --from FILE...\n"
           "  The plugin's own tuner loading RULES against the logs: exit 1 where it misses\n"
           "  the measured winner at a size.\n"
+          "\n"
+          "usage: nccl-rail tune --heldout --from FILE...\n"
+          "  Rules from half of the sizes, scored at the other half beside NCCL's own\n"
+          "  unforced run: exit 1 where they are right less often; sizes where they\n"
+          "  are slower than it are listed.\n"
           "\n"
           "  --help             this text\n"
           "\n"
@@ -70,12 +86,16 @@ enum {
   OPT_TIME_LIMIT,
   OPT_RANKS,
   OPT_COLLS,
-  OPT_CHECK
+  OPT_CHECK,
+  OPT_REPEAT,
+  OPT_HELDOUT,
+  OPT_INSTALL,
+  OPT_ENABLE
 };
 
 /* What the command was asked beyond the rule writer's options. */
 struct tune_cmd {
-  int from, run;
+  int from, run, heldout, install, enable;
   const char *out, *check;
   struct rail_tune_run r;
 };
@@ -123,6 +143,17 @@ static int run_option(int c, const char *v, struct tune_cmd *t) {
   case OPT_CHECK:
     t->check = v;
     return 0;
+  case OPT_REPEAT:
+    return rail_cli_int("tune", "repeat", v, 1, 100, &t->r.repeat);
+  case OPT_HELDOUT:
+    t->heldout = 1;
+    return 0;
+  case OPT_INSTALL:
+    t->install = 1;
+    return 0;
+  case OPT_ENABLE:
+    t->enable = 1;
+    return 0;
   }
   return -EINVAL;
 }
@@ -163,7 +194,7 @@ static int tune_option(int c, const char *v, struct rail_tune_opts *o, const cha
 }
 
 static int tune_from(const char *const *files, int nfiles, const struct rail_tune_opts *o,
-                     const char *out) {
+                     const char *out, int install) {
   struct rail_tune_set set;
   char err[512], *text = NULL;
   int rc;
@@ -179,7 +210,20 @@ static int tune_from(const char *const *files, int nfiles, const struct rail_tun
     fprintf(stderr, "nccl-rail tune: out of memory; nothing written\n");
     return RAIL_CLI_FAIL;
   }
-  if (out == NULL) {
+  if (install && (rc = rail_tune_install(text, err, sizeof(err))) != 0) {
+    fprintf(stderr, "nccl-rail tune --install: %s; nothing installed\n", err);
+  } else if (install) {
+    fprintf(stderr,
+            "nccl-rail tune: installed %s: every job on this node loads it where "
+            "NCCL_RAIL_TUNER_FILE is unset (its shape line must match the job's); install it on "
+            "every node (`nccl-rail doctor --peers` compares the hashes)\n",
+            rail_param_str(RAIL_PARAM_SITE_RULES));
+  }
+  if (rc != 0) {
+    /* said above */
+  } else if (out == NULL && install) {
+    /* the site file is the output */
+  } else if (out == NULL) {
     rc = fputs(text, stdout) < 0 || fflush(stdout) != 0 ? -EIO : 0;
     if (rc != 0) fprintf(stderr, "nccl-rail tune: stdout: %s\n", strerror(EIO));
   } else if ((rc = rail_tune_write_atomic(out, text, err, sizeof(err))) != 0) {
@@ -215,6 +259,37 @@ static int tune_check(char **files, int nfiles, const struct rail_tune_opts *o, 
   return misses == 0 ? RAIL_CLI_OK : RAIL_CLI_FAIL;
 }
 
+/* --heldout --from FILE...: rules written from half of each group's sizes
+ * (by turns), scored at the other half, both ways, beside NCCL's own
+ * unforced run; exit 1 where the rules are right less often than it. Each
+ * size where they are slower than it by more than the threshold is
+ * listed. */
+static int tune_heldout(char **files, int nfiles, const struct rail_tune_opts *o) {
+  struct rail_tune_set set;
+  struct rail_tune_heldout h;
+  char err[512];
+  int rc;
+
+  if (rail_tune_set_read((const char *const *)files, nfiles, o, &set, err, sizeof(err)) != 0) {
+    fprintf(stderr, "nccl-rail tune: %s\n", err);
+    return RAIL_CLI_FAIL;
+  }
+  rc = rail_tune_heldout(&set, &h, stdout);
+  rail_tune_set_free(&set);
+  if (rc != 0) {
+    fprintf(stderr, "nccl-rail tune: held-out score: %s\n", strerror(-rc));
+    return RAIL_CLI_FAIL;
+  }
+  if (h.scored == 0) {
+    printf("held-out: no size to score (the score needs NCCL's own unforced run)\n");
+    return RAIL_CLI_FAIL;
+  }
+  printf("held-out: %d sizes scored; rules right at %d, NCCL's unforced run right at %d; rules "
+         "slower than it (beyond the threshold) at %d\n",
+         h.scored, h.rules_right, h.nccl_right, h.behind);
+  return h.rules_right >= h.nccl_right ? RAIL_CLI_OK : RAIL_CLI_FAIL;
+}
+
 /* --run: the sweep, then the logs of the runs that completed, each one
  * NCCL really ran (a refusal of one run is said and the run left out). */
 static int tune_run(struct tune_cmd *t, const struct rail_tune_opts *o) {
@@ -239,7 +314,8 @@ static int tune_run(struct tune_cmd *t, const struct rail_tune_opts *o) {
     rail_tune_set_free(&one);
     kept[nkept++] = files[i];
   }
-  if (rc == 0 && kept != NULL) rc = tune_from(kept, nkept, o, t->out) == RAIL_CLI_OK ? 0 : -EINVAL;
+  if (rc == 0 && kept != NULL)
+    rc = tune_from(kept, nkept, o, t->out, t->install) == RAIL_CLI_OK ? 0 : -EINVAL;
   for (int i = 0; i < nfiles; i++)
     free(files[i]);
   free(files);
@@ -266,6 +342,10 @@ int rail_cmd_tune(int argc, char **argv) {
                                            {"ranks", required_argument, NULL, OPT_RANKS},
                                            {"collectives", required_argument, NULL, OPT_COLLS},
                                            {"check", required_argument, NULL, OPT_CHECK},
+                                           {"repeat", required_argument, NULL, OPT_REPEAT},
+                                           {"heldout", no_argument, NULL, OPT_HELDOUT},
+                                           {"install", no_argument, NULL, OPT_INSTALL},
+                                           {"enable", no_argument, NULL, OPT_ENABLE},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   struct rail_tune_opts o;
@@ -273,6 +353,7 @@ int rail_cmd_tune(int argc, char **argv) {
                              .max_bytes = 1ull << 30,
                              .time_limit_s = 3600,
                              .ranks = 2,
+                             .repeat = 3,
                              .colls = 1u << RAIL_COLL_ALLREDUCE | 1u << RAIL_COLL_ALLGATHER |
                                       1u << RAIL_COLL_REDUCESCATTER}};
   int c;
@@ -297,7 +378,16 @@ int rail_cmd_tune(int argc, char **argv) {
     tune_usage(stderr);
     return RAIL_CLI_USAGE;
   }
-  if (t.run) return tune_run(&t, &o);
+  if (t.enable && !t.install) {
+    fprintf(stderr, "nccl-rail tune: --enable goes with --install (or run `nccl-rail enable`)\n");
+    return RAIL_CLI_USAGE;
+  }
+  if (t.run) {
+    int rc = tune_run(&t, &o);
+    return rc == RAIL_CLI_OK && t.enable && rail_tune_enable() != 0 ? RAIL_CLI_FAIL : rc;
+  }
   if (t.check != NULL) return tune_check(argv + optind, argc - optind, &o, t.check);
-  return tune_from((const char *const *)argv + optind, argc - optind, &o, t.out);
+  if (t.heldout) return tune_heldout(argv + optind, argc - optind, &o);
+  c = tune_from((const char *const *)argv + optind, argc - optind, &o, t.out, t.install);
+  return c == RAIL_CLI_OK && t.enable && rail_tune_enable() != 0 ? RAIL_CLI_FAIL : c;
 }

@@ -179,12 +179,13 @@ static void node_range(const struct rail_tune_set *set, const struct rail_tune_g
     (*hi)++;
 }
 
-/* What one measured size says: the winner, the plugin's own pick and
- * whether the winner earns a rule. */
+/* What one measured size says: the winner, the baseline it is held
+ * against and whether the winner earns a rule. */
 struct verdict {
-  const struct rail_tune_cand *win, *base; /* base NULL: the pick was not measured */
+  const struct rail_tune_cand *win, *base; /* base NULL: nothing to compare against */
   const struct rail_tune_point *pw, *pb;
-  int balgo, bproto;
+  int balgo, bproto; /* the plugin's own pick where it is the baseline (no unforced run) */
+  int unforced;      /* base is the unforced run */
   double gain, thr;
   int rule;
 };
@@ -199,81 +200,150 @@ static const struct rail_tune_cand *baseline_at(const struct rail_tune_set *set,
   return rail_tune_cand_for(g, *algo, *proto);
 }
 
-/* A measured size's rule covers every size up to the next measured one, so
- * the plugin's pick is judged across that whole range, not only where it
- * was measured: NCCL's own choice (which the plugin keeps outside its
- * evidence) can change between two measured sizes, and a size there must
- * still get a measured winner. Probed at quarter octaves and at the
- * geometric middle (where `tune --check` looks); the worst pick counts. */
-static struct verdict judge(const struct rail_tune_set *set, const struct rail_tune_group *g,
-                            int i) {
-  const struct rail_tune_cand *c0 = &g->cand[0];
-  struct verdict v;
-  uint64_t bytes = c0->pts[i].bytes;
-  uint64_t next = i + 1 < c0->npts ? c0->pts[i + 1].bytes : bytes + 1;
-  uint64_t mid = (uint64_t)sqrt((double)bytes * (double)next);
+/* The sizes a measured size holds: those nearer to it (by ratio) than to
+ * either measured neighbour, from the geometric middle with the lower one
+ * to the geometric middle with the upper one (exclusive); the first and
+ * the last measured sizes hold nothing beyond themselves. So a size held
+ * out between two measured ones takes the nearer one's rule, and a lone
+ * winner's rule does not reach across to its neighbour, which it lost. */
+static uint64_t range_lo(const struct rail_tune_group *g, int i) {
+  return i == 0 ? g->sizes[0] : (uint64_t)ceil(sqrt((double)g->sizes[i - 1] * (double)g->sizes[i]));
+}
+static uint64_t range_hi(const struct rail_tune_group *g, int i) {
+  return i + 1 == g->nsizes ? g->sizes[i] : range_lo(g, i + 1) - 1;
+}
 
-  memset(&v, 0, sizeof(v));
-  for (int c = 0; c < g->ncand; c++) {
-    const struct rail_tune_point *p = rail_tune_point_at(&g->cand[c], bytes);
-    if (v.pw == NULL || rail_tune_mean(p) < rail_tune_mean(v.pw)) {
-      v.win = &g->cand[c];
-      v.pw = p;
-    }
-  }
-  v.balgo = v.bproto = -1;
-  /* Probe 0: the measured size; 1: the middle; 2...: quarter octaves up. */
+/* Without an unforced run, the baseline is the plugin's own pick, which
+ * must have been measured at the size itself: a rule there is held
+ * against that run, never against nothing. The rule covers the sizes the
+ * measured one holds (range_lo/hi), where NCCL's own choice (which the
+ * plugin keeps outside its evidence) can change: probed at both ends and
+ * at quarter octaves between, the worst of the measured picks counts; a
+ * pick there that was not measured says nothing either way. */
+static void plugin_base(const struct rail_tune_set *set, const struct rail_tune_group *g, int i,
+                        struct verdict *v) {
+  uint64_t bytes = g->sizes[i], lo = range_lo(g, i), hi = range_hi(g, i);
+
+  v->balgo = v->bproto = -1;
+  /* Probe 0: the measured size; 1: the lowest held; 2...: quarter octaves up. */
   for (int k = 0; k < 2 + 4 * 64; k++) {
-    uint64_t at = k == 0   ? bytes
-                  : k == 1 ? mid
-                           : (uint64_t)((double)bytes * pow(2.0, (k - 1) / 4.0));
+    uint64_t at = k == 0 ? bytes : k == 1 ? lo : (uint64_t)((double)lo * pow(2.0, (k - 1) / 4.0));
     const struct rail_tune_cand *b;
+    const struct rail_tune_point *pb;
     int a, p;
-    if (k > 0 && (at <= bytes || at >= next)) {
-      if (k == 1) continue;
+    if (k > 0 && (at == bytes || at < lo || at > hi)) {
+      if (at <= hi) continue;
       break;
     }
     b = baseline_at(set, g, at, &a, &p);
-    if (b == NULL) {
-      v.base = NULL, v.balgo = a, v.bproto = p;
-      v.rule = 1; /* nothing measured says the plugin's pick is as good */
-      return v;
+    pb = b ? rail_tune_point_at(b, bytes) : NULL;
+    if (pb == NULL) {
+      if (k > 0) continue;
+      v->base = NULL, v->pb = NULL, v->balgo = a, v->bproto = p;
+      return;
     }
-    if (v.base == NULL || rail_tune_mean(rail_tune_point_at(b, bytes)) > rail_tune_mean(v.pb)) {
-      v.base = b, v.balgo = a, v.bproto = p;
-      v.pb = rail_tune_point_at(b, bytes);
+    if (v->base == NULL || rail_tune_mean(pb) > rail_tune_mean(v->pb)) {
+      v->base = b, v->balgo = a, v->bproto = p;
+      v->pb = pb;
     }
   }
+}
+
+static struct verdict judge(const struct rail_tune_set *set, const struct rail_tune_group *g,
+                            int i) {
+  const struct rail_tune_cand *u = rail_tune_unforced(g);
+  uint64_t bytes = g->sizes[i];
+  struct verdict v;
+
+  memset(&v, 0, sizeof(v));
+  v.win = rail_tune_winner(g, bytes);
+  v.pw = rail_tune_point_at(v.win, bytes);
+  v.balgo = v.bproto = -1;
+  if (u != NULL) {
+    v.unforced = 1;
+    v.pb = rail_tune_point_at(u, bytes);
+    v.base = v.pb ? u : NULL;
+  } else {
+    plugin_base(set, g, i, &v);
+  }
+  if (v.base == NULL) return v; /* never a rule against nothing */
   v.gain = rail_tune_mean(v.pb) / rail_tune_mean(v.pw) - 1;
   v.thr = fmax(set->o.min_gain, fmax(rail_tune_noise(v.pb), rail_tune_noise(v.pw)));
   v.rule = v.win != v.base && v.gain > v.thr;
   return v;
 }
 
-static void evidence(struct buf *b, const struct verdict *v, uint64_t bytes) {
-  char s[32];
-
-  say(b, "#   %s: %s/%s %.1f us (%s:%d, %d time%s)", size_str(bytes, s, sizeof(s)),
-      rail_tune_algo_str(v->win->algo), rail_tune_proto_str(v->win->proto), rail_tune_mean(v->pw),
-      v->pw->file, v->pw->line, v->pw->n, v->pw->n == 1 ? "" : "s");
-  if (v->base == NULL)
-    say(b, "; the plugin's own %s/%s was not measured\n",
-        v->balgo >= 0 ? rail_tuner_algo_name(v->balgo) : "?",
-        v->bproto >= 0 ? rail_tuner_proto_name(v->bproto) : "?");
+/* "ring/simple", "NCCL's own (unforced)". */
+static const char *cand_str(const struct rail_tune_cand *c, char *s, size_t len) {
+  if (c->algo < 0 && c->proto < 0)
+    snprintf(s, len, "NCCL's own (unforced)");
   else
-    say(b, " against the plugin's own %s/%s %.1f us (%s:%d): %.1f%% faster, threshold %.1f%%\n",
-        rail_tune_algo_str(v->base->algo), rail_tune_proto_str(v->base->proto),
-        rail_tune_mean(v->pb), v->pb->file, v->pb->line, 100 * v->gain, 100 * v->thr);
+    snprintf(s, len, "%s/%s", rail_tune_algo_str(c->algo), rail_tune_proto_str(c->proto));
+  return s;
+}
+
+/* "1404.3 us (FILE:LINE, 6 times, 1398.0-1411.9)". */
+static void times(struct buf *b, const struct rail_tune_point *p) {
+  say(b, "%.1f us (%s:%d, %d time%s", rail_tune_mean(p), p->file, p->line, p->n,
+      p->n == 1 ? "" : "s");
+  if (p->max > p->min) say(b, ", %.1f-%.1f", p->min, p->max);
+  say(b, ")");
+}
+
+static void evidence(struct buf *b, const struct verdict *v, uint64_t bytes) {
+  char s[32], c1[64], c2[64];
+
+  say(b, "#   %s: %s ", size_str(bytes, s, sizeof(s)), cand_str(v->win, c1, sizeof(c1)));
+  times(b, v->pw);
+  say(b, " against %s%s ", v->unforced ? "" : "the plugin's own pick, ",
+      cand_str(v->base, c2, sizeof(c2)));
+  times(b, v->pb);
+  say(b, ": %.1f%% faster, threshold %.1f%%\n", 100 * v->gain, 100 * v->thr);
+}
+
+/* Without an unforced run, the sizes where the plugin's own pick was not
+ * measured get no rule; one line says which run would let them. */
+static void missing_base(const struct rail_tune_set *set, const struct rail_tune_group *g,
+                         struct buf *b, FILE *summary) {
+  int seen[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT] = {{0}}, n = 0;
+  uint64_t lo = 0, hi = 0;
+  char line[512], s1[32], s2[32];
+  size_t o = 0;
+
+  if (rail_tune_unforced(g) != NULL) return;
+  for (int i = 0; i < g->nsizes; i++) {
+    struct verdict v = judge(set, g, i);
+    if (v.base != NULL || v.balgo < 0) continue;
+    if (n++ == 0) lo = g->sizes[i];
+    hi = g->sizes[i];
+    if (!seen[v.balgo][v.bproto]++)
+      o += (size_t)snprintf(line + o, o < sizeof(line) ? sizeof(line) - o : 0, "%s%s/%s",
+                            o ? " or " : "", rail_tuner_algo_name(v.balgo),
+                            rail_tuner_proto_name(v.bproto));
+  }
+  if (n == 0) return;
+  if (o >= sizeof(line)) line[sizeof(line) - 1] = '\0';
+  say(b,
+      "\n# %s at %d node%s: no rule at %d size%s (%s to %s): the plugin's own pick there (%s) "
+      "was not measured and no unforced run was given; add a run without NCCL_ALGO and "
+      "NCCL_PROTO (NCCL's own choice), or one forcing %s\n",
+      rail_tuner_coll_name(g->coll), g->nodes, g->nodes == 1 ? "" : "s", n, n == 1 ? "" : "s",
+      size_str(lo, s1, sizeof(s1)), size_str(hi, s2, sizeof(s2)), line, line);
+  if (summary != NULL)
+    fprintf(summary,
+            "nccl-rail tune: %s at %d node%s: no rule at %d size%s (%s to %s): add a run without "
+            "NCCL_ALGO and NCCL_PROTO (NCCL's own choice), or one forcing %s\n",
+            rail_tuner_coll_name(g->coll), g->nodes, g->nodes == 1 ? "" : "s", n, n == 1 ? "" : "s",
+            s1, s2, line);
 }
 
 /* One group's rules: runs of sizes with the same winner's rule, merged. */
 static int group_rules(const struct rail_tune_set *set, const struct rail_tune_group *g,
                        struct buf *b) {
-  const struct rail_tune_cand *c0 = &g->cand[0];
   int lo_n, hi_n, nrules = 0;
 
   node_range(set, g, &lo_n, &hi_n);
-  for (int i = 0; i < c0->npts;) {
+  for (int i = 0; i < g->nsizes;) {
     struct verdict v = judge(set, g, i), w;
     int j = i + 1;
     char s1[32], s2[32];
@@ -282,23 +352,37 @@ static int group_rules(const struct rail_tune_set *set, const struct rail_tune_g
       i++;
       continue;
     }
-    while (j < c0->npts && (w = judge(set, g, j)).rule && w.win == v.win)
+    while (j < g->nsizes && (w = judge(set, g, j)).rule && w.win == v.win)
       j++;
-    hi = j < c0->npts ? c0->pts[j].bytes - 1 : c0->pts[j - 1].bytes;
-    say(b, "\n# %s at %d node%s (%d ranks), measured:\n", rail_tuner_coll_name(g->coll), g->nodes,
-        g->nodes == 1 ? "" : "s", g->ranks);
+    hi = range_hi(g, j - 1);
+    say(b, "\n# %s at %d node%s (%d ranks; nodes from %s), measured:\n",
+        rail_tuner_coll_name(g->coll), g->nodes, g->nodes == 1 ? "" : "s", g->ranks,
+        g->nodes_from ? g->nodes_from : "?");
     for (int k = i; k < j; k++) {
       struct verdict e = judge(set, g, k);
-      evidence(b, &e, c0->pts[k].bytes);
+      evidence(b, &e, g->sizes[k]);
     }
     say(b, "%-14s %s-%s  nodes=%d-%d  ranks=%d-%d  ->  %s  %s\n", rail_tuner_coll_name(g->coll),
-        size_str(c0->pts[i].bytes, s1, sizeof(s1)), size_str(hi, s2, sizeof(s2)), lo_n, hi_n,
+        size_str(range_lo(g, i), s1, sizeof(s1)), size_str(hi, s2, sizeof(s2)), lo_n, hi_n,
         lo_n * set->gpn, hi_n * set->gpn, rail_tune_algo_str(v.win->algo),
         rail_tune_proto_str(v.win->proto));
     nrules++;
     i = j;
   }
   return nrules;
+}
+
+/* The runs in the order read (tune --run's run order), one line each. */
+static void run_order(const struct rail_tune_set *set, struct buf *b) {
+  say(b, "# runs, in the order read (%d):\n", set->ninputs);
+  for (int i = 0; i < set->ninputs; i++) {
+    const struct rail_tune_input *in = &set->inputs[i];
+    say(b, "#   %d. %s:%d  %s at %d node%s, %s%s%s\n", i + 1, in->file, in->line,
+        rail_tuner_coll_name(in->coll), in->nodes, in->nodes == 1 ? "" : "s",
+        in->algo < 0 && in->proto < 0 ? "unforced" : rail_tune_algo_str(in->algo),
+        in->algo < 0 && in->proto < 0 ? "" : "/",
+        in->algo < 0 && in->proto < 0 ? "" : rail_tune_proto_str(in->proto));
+  }
 }
 
 int rail_tune_rules_text(const struct rail_tune_set *set, char **out, FILE *summary) {
@@ -309,20 +393,32 @@ int rail_tune_rules_text(const struct rail_tune_set *set, char **out, FILE *summ
       "# (docs/tuning.md, \"Measuring your own cluster\"). Every rank must load the same\n"
       "# file: `nccl-rail doctor --peers` compares its hash (fnv1a64) across nodes.\n"
       "# shape: %d x %s a node, network %s\n"
-      "# A rule where the measured winner beats the plugin's own pick by more than the\n"
-      "# larger of %.1f%% and the spread of either one's measured times there; a measured\n"
-      "# size holds up to the next one measured.\n",
+      "# A rule where a forced run beats NCCL's own unforced run (the baseline; without\n"
+      "# one, the plugin's own pick, measured) by more than the larger of %.1f%% and the\n"
+      "# spread of either one's measured times there; never against nothing. A measured\n"
+      "# size holds the sizes nearer to it (by ratio) than to the next measured ones.\n",
       set->gpn, set->gpu[0] ? set->gpu : "?", set->net[0] ? set->net : "not logged",
       100 * set->o.min_gain);
+  run_order(set, &b);
+  /* The shape line: the plugin ignores the file on a job of another shape
+   * (tuner/rules.h, rail_tuner_rules_fit); rails only where the options
+   * said them (the logs do not). */
+  say(&b, "shape gpus=%d", set->gpn);
+  if (gpu_sm(set->gpu) > 0) say(&b, " sm=%d", gpu_sm(set->gpu));
+  if (set->o.nics > 0) say(&b, " nics=%d", set->o.nics);
+  if (set->o.gbps > 0) say(&b, " mbps=%d", (int)(set->o.gbps * 1000));
+  say(&b, "\n");
   if (set->o.fabric > 0) say(&b, "fabric %s\n", rail_tuner_fabric_name(set->o.fabric));
   for (int g = 0; g < set->ngroups; g++) {
     const struct rail_tune_group *G = &set->groups[g];
     int n = group_rules(set, G, &b);
     if (summary != NULL)
-      fprintf(summary, "%s at %d node%s: %d candidate%s at %d size%s: %d rule%s\n",
+      fprintf(summary, "%s at %d node%s: %d candidate%s%s at %d size%s: %d rule%s\n",
               rail_tuner_coll_name(G->coll), G->nodes, G->nodes == 1 ? "" : "s", G->ncand,
-              G->ncand == 1 ? "" : "s", G->cand[0].npts, G->cand[0].npts == 1 ? "" : "s", n,
-              n == 1 ? "" : "s");
+              G->ncand == 1 ? "" : "s",
+              rail_tune_unforced(G) ? " (NCCL's own unforced run among them)" : "", G->nsizes,
+              G->nsizes == 1 ? "" : "s", n, n == 1 ? "" : "s");
+    missing_base(set, G, &b, summary);
   }
   if (b.oom) {
     free(b.p);

@@ -94,7 +94,8 @@ static int test_args(const char **argv, int k, char store[8][4096]) {
  * rank's NCCL lines (TUNING: one a call) were cut into rank 0's rows on a
  * loaded host (gpu.tune_mpirun); rank 0's own lines are all the reader
  * needs (the network, what NCCL ran). */
-static int mpirun_argv(const struct rail_tune_run *r, char store[8][4096], const char **argv) {
+static int mpirun_argv(const struct rail_tune_run *r, int algo, char store[8][4096],
+                       const char **argv) {
   int k = 0;
 
   argv[k++] = store[1];
@@ -105,9 +106,9 @@ static int mpirun_argv(const struct rail_tune_run *r, char store[8][4096], const
   argv[k++] = "-np";
   argv[k++] = "1";
   argv[k++] = "-x";
-  argv[k++] = "NCCL_ALGO";
+  argv[k++] = algo >= 0 ? "NCCL_ALGO" : "NCCL_RAIL_TUNER";
   argv[k++] = "-x";
-  argv[k++] = "NCCL_PROTO";
+  argv[k++] = algo >= 0 ? "NCCL_PROTO" : "NCCL_RAIL_TUNER";
   argv[k++] = "-x";
   argv[k++] = "NCCL_DEBUG";
   argv[k++] = "-x";
@@ -119,9 +120,9 @@ static int mpirun_argv(const struct rail_tune_run *r, char store[8][4096], const
     argv[k++] = "-np";
     argv[k++] = store[5];
     argv[k++] = "-x";
-    argv[k++] = "NCCL_ALGO";
+    argv[k++] = algo >= 0 ? "NCCL_ALGO" : "NCCL_RAIL_TUNER";
     argv[k++] = "-x";
-    argv[k++] = "NCCL_PROTO";
+    argv[k++] = algo >= 0 ? "NCCL_PROTO" : "NCCL_RAIL_TUNER";
     argv[k++] = "-x";
     argv[k++] = "NCCL_DEBUG=WARN";
     k = test_args(argv, k, store);
@@ -130,7 +131,7 @@ static int mpirun_argv(const struct rail_tune_run *r, char store[8][4096], const
 }
 
 /* The command for one run into argv (strings in store). */
-static int run_argv(const struct rail_tune_run *r, int coll, char store[8][4096],
+static int run_argv(const struct rail_tune_run *r, int coll, int algo, char store[8][4096],
                     const char **argv) {
   int k = 0;
 
@@ -141,7 +142,7 @@ static int run_argv(const struct rail_tune_run *r, int coll, char store[8][4096]
       argv[k++] = store[1]; /* Slurm's allocation, the environment inherited */
       k = test_args(argv, k, store);
     } else if (find_exe(NULL, "mpirun", store[1], 4096) == 0) {
-      k = mpirun_argv(r, store, argv);
+      k = mpirun_argv(r, algo, store, argv);
     } else {
       return -ENOENT;
     }
@@ -181,8 +182,16 @@ static int run_one(const char **argv, const char *log, int algo, int proto, doub
     setpgid(0, 0);
     fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
-    setenv("NCCL_ALGO", rail_tuner_algo_name(algo), 1);
-    setenv("NCCL_PROTO", rail_tuner_proto_name(proto), 1);
+    if (algo >= 0) {
+      setenv("NCCL_ALGO", rail_tuner_algo_name(algo), 1);
+      setenv("NCCL_PROTO", rail_tuner_proto_name(proto), 1);
+    } else {
+      /* the baseline: NCCL's own choice, whatever plugin /etc/nccl.conf
+       * loads (the rail tuner steps aside) */
+      unsetenv("NCCL_ALGO");
+      unsetenv("NCCL_PROTO");
+      setenv("NCCL_RAIL_TUNER", "0", 1);
+    }
     /* NCCL's own lines say what it ran (tune refuses a forcing it did not take) */
     setenv("NCCL_DEBUG", "INFO", 0);
     setenv("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING", 0);
@@ -202,10 +211,25 @@ static int run_one(const char **argv, const char *log, int algo, int proto, doub
   }
 }
 
+/* The runs of one round for a collective: the unforced one (-1, -1)
+ * first, then each entry NCCL may run. */
+static int round_entry(int coll, int k, int *algo, int *proto) {
+  if (k == 0) {
+    *algo = *proto = -1;
+    return 1;
+  }
+  k--;
+  if (k >= (int)(sizeof(tune_entries) / sizeof(tune_entries[0]))) return -1;
+  *algo = tune_entries[k].algo;
+  *proto = tune_entries[k].proto;
+  return entry_for(coll, *algo);
+}
+
 int rail_tune_sweep(const struct rail_tune_run *r, char ***files_out, int *nfiles_out) {
   char store[8][4096], **files = NULL;
   const char *argv[48];
-  int total = 0, done = 0, nfiles = 0, rc = 0;
+  int total = 0, done = 0, nfiles = 0, rc = 0, a, p, ok;
+  int repeat = r->repeat > 0 ? r->repeat : 1;
   double start = now_s(), deadline = start + r->time_limit_s;
 
   if (mkdir(r->logs, 0755) != 0 && errno != EEXIST) {
@@ -213,37 +237,46 @@ int rail_tune_sweep(const struct rail_tune_run *r, char ***files_out, int *nfile
     return -errno;
   }
   for (int c = 0; c < RAIL_COLL_COUNT; c++)
-    for (size_t e = 0; e < sizeof(tune_entries) / sizeof(tune_entries[0]); e++)
-      total += (r->colls >> c & 1) && entry_for(c, tune_entries[e].algo);
+    for (int k = 0; (ok = round_entry(c, k, &a, &p)) >= 0; k++)
+      total += (r->colls >> c & 1) && ok;
+  total *= repeat;
   files = calloc((size_t)total + 1, sizeof(*files));
   if (files == NULL) return -ENOMEM;
-  for (int c = RAIL_COLL_COUNT - 1; c >= 0 && rc == 0; c--)
-    for (size_t e = 0; e < sizeof(tune_entries) / sizeof(tune_entries[0]); e++) {
-      int a = tune_entries[e].algo, p = tune_entries[e].proto, st;
-      char log[4096];
-      double t0 = now_s(), left;
-      if (!(r->colls >> c & 1) || !entry_for(c, a)) continue;
-      if (run_argv(r, c, store, argv) != 0) {
-        fprintf(stderr,
-                "nccl-rail tune: neither nccl-tests' %s (on PATH or --nccl-tests DIR) "
-                "with srun or mpirun, nor collperf, was found\n",
-                test_names[c]);
-        rc = -ENOENT;
-        break;
+  /* Rounds, each the baseline first: a drift over the sweep (a warming
+   * GPU, another job on the fabric) touches every candidate alike, and
+   * the spread of each one's repeats raises the threshold. */
+  for (int rep = 1; rep <= repeat && rc == 0; rep++)
+    for (int c = RAIL_COLL_COUNT - 1; c >= 0 && rc == 0; c--)
+      for (int k = 0; (ok = round_entry(c, k, &a, &p)) >= 0; k++) {
+        char log[4096], what[64];
+        double t0 = now_s(), left;
+        int st;
+        if (!(r->colls >> c & 1) || !ok) continue;
+        if (run_argv(r, c, a, store, argv) != 0) {
+          fprintf(stderr,
+                  "nccl-rail tune: neither nccl-tests' %s (on PATH or --nccl-tests DIR) "
+                  "with srun or mpirun, nor collperf, was found\n",
+                  test_names[c]);
+          rc = -ENOENT;
+          break;
+        }
+        if (a < 0)
+          snprintf(what, sizeof(what), "unforced");
+        else
+          snprintf(what, sizeof(what), "%s-%s", rail_tuner_algo_name(a), rail_tuner_proto_name(p));
+        snprintf(log, sizeof(log), "%s/%s-%s-r%d.log", r->logs, rail_tuner_coll_name(c), what, rep);
+        st = t0 > deadline ? -ETIMEDOUT : run_one(argv, log, a, p, deadline);
+        done++;
+        left = (now_s() - start) / done * (total - done);
+        if (a >= 0) what[strlen(rail_tuner_algo_name(a))] = '/'; /* "ring/ll" in the line */
+        fprintf(stderr, "nccl-rail tune: [%d/%d] round %d, %s %s: %s (%.1f s); ETA %.0f s\n", done,
+                total, rep, rail_tuner_coll_name(c), a < 0 ? "NCCL's own (unforced)" : what,
+                st == 0            ? "measured"
+                : st == -ETIMEDOUT ? "cut at the time limit"
+                                   : "failed (NCCL refuses a forcing it cannot honour); skipped",
+                now_s() - t0, left);
+        if (st == 0 && (files[nfiles] = strdup(log)) != NULL) nfiles++;
       }
-      snprintf(log, sizeof(log), "%s/%s-%s-%s.log", r->logs, rail_tuner_coll_name(c),
-               rail_tuner_algo_name(a), rail_tuner_proto_name(p));
-      st = t0 > deadline ? -ETIMEDOUT : run_one(argv, log, a, p, deadline);
-      done++;
-      left = (now_s() - start) / done * (total - done);
-      fprintf(stderr, "nccl-rail tune: [%d/%d] %s %s/%s: %s (%.1f s); ETA %.0f s\n", done, total,
-              rail_tuner_coll_name(c), rail_tuner_algo_name(a), rail_tuner_proto_name(p),
-              st == 0            ? "measured"
-              : st == -ETIMEDOUT ? "cut at the time limit"
-                                 : "failed (NCCL refuses a forcing it cannot honour); skipped",
-              now_s() - t0, left);
-      if (st == 0 && (files[nfiles] = strdup(log)) != NULL) nfiles++;
-    }
   *files_out = files;
   *nfiles_out = nfiles;
   return rc;

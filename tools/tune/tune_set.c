@@ -106,22 +106,33 @@ static int add_point(struct rail_tune_cand *c, const struct rail_measured_point 
   return 0;
 }
 
+/* The node count of a run: NCCL's own nNodes where the log has it (ranks
+ * sharing a host under distinct NCCL_HOSTID are NCCL's nodes, and so the
+ * plugin's), else the distinct hosts of nccl-tests' "# Rank" lines. */
+static int run_nodes(const struct rail_measured_run *r, const char **from) {
+  *from = r->nnodes > 0 ? "NCCL's nNodes" : "the hosts of the # Rank lines";
+  return r->nnodes > 0 ? r->nnodes : r->nhosts;
+}
+
 /* One run's own checks: its forcing, its results, its end, its shape. */
 static int run_check(const char *file, const struct rail_measured_run *r,
                      const struct rail_tune_opts *o, int *algo, int *proto, char *err,
                      size_t errlen) {
-  int na, np;
+  int na, np, nodes;
+  const char *from;
 
   rail_measured_name_forcing(file, &na, &np);
   *algo = r->algo >= 0 ? r->algo : o->algo >= 0 ? o->algo : na;
   *proto = r->proto >= 0 ? r->proto : o->proto >= 0 ? o->proto : np;
-  /* One part forced is a candidate of its own (tune.h); neither is none. */
-  if (*algo < 0 && *proto < 0) {
+  /* A run that forced nothing is NCCL's own choice, the baseline; one that
+   * forced a value tune cannot name as one candidate ("^NVLS", "Ring,Tree")
+   * measured something no single rule says. */
+  if ((*algo < 0 && strstr(r->label, "NCCL_ALGO=") != NULL) ||
+      (*proto < 0 && strstr(r->label, "NCCL_PROTO=") != NULL)) {
     snprintf(err, errlen,
-             "%s:%d: the run forced nothing known: the log has no NCCL_ALGO=... nor "
-             "NCCL_PROTO=..., and neither --algo/--proto nor the file's name (e.g. "
-             "allreduce-ring-ll128.log, allreduce-tree.log) names one%s%s",
-             file, r->line, r->label[0] ? "; it has " : "", r->label);
+             "%s:%d: the run forced %s, which is not one algorithm and protocol a rule can name; "
+             "give such runs on their own, or leave them out",
+             file, r->line, r->label);
     return -EINVAL;
   }
   if (r->took_line > 0) {
@@ -146,13 +157,14 @@ static int run_check(const char *file, const struct rail_measured_run *r,
              file, r->pts[r->npoints - 1].line);
     return -EINVAL;
   }
-  if (r->nranks_seen < 1 || r->nhosts < 1 || r->nranks_seen % r->nhosts != 0) {
+  nodes = run_nodes(r, &from);
+  if (r->nranks_seen < 1 || nodes < 1 || r->nranks_seen % nodes != 0) {
     snprintf(err, errlen,
              r->nranks_seen < 1
                  ? "%s:%d: no \"# Rank N ... on HOST device D\" lines above the run: the job's "
                    "shape is unknown (keep nccl-tests' device list in the log)"
-                 : "%s:%d: the ranks are not spread evenly over the hosts",
-             file, r->line);
+                 : "%s:%d: the ranks are not spread evenly over the nodes (%s)",
+             file, r->line, from);
     return -EINVAL;
   }
   return 0;
@@ -161,7 +173,8 @@ static int run_check(const char *file, const struct rail_measured_run *r,
 /* The shape every run must share: GPUs a node and the GPU model. */
 static int shape_check(struct rail_tune_set *set, const char *file,
                        const struct rail_measured_run *r, char *err, size_t errlen) {
-  int gpn = r->nranks_seen / r->nhosts;
+  const char *from;
+  int gpn = r->nranks_seen / run_nodes(r, &from);
 
   if (set->shape_file == NULL) {
     set->gpn = gpn;
@@ -183,69 +196,79 @@ static int shape_check(struct rail_tune_set *set, const char *file,
   return 0;
 }
 
-/* 0 both forced, 1 only the algorithm, 2 only the protocol. */
-static int kind_of(int algo, int proto) { return algo < 0 ? 2 : proto < 0 ? 1 : 0; }
+static int add_input(struct rail_tune_set *set, const char *file, int line, int coll, int algo,
+                     int proto, int nodes) {
+  struct rail_tune_input *grown = realloc(set->inputs, (size_t)(set->ninputs + 1) * sizeof(*grown));
 
-/* A group's candidates are of one kind (tune.h): ring/simple beside ring
- * with NCCL's protocol is ambiguous (which rule would hold at a size
- * where both win?), and so is ring/"*" beside "*"/simple. */
-static int kind_check(const struct rail_tune_group *g, int algo, int proto, const char *file,
-                      int line, char *err, size_t errlen) {
-  static const char *const kind[] = {"the algorithm and the protocol", "only the algorithm",
-                                     "only the protocol"};
-  const struct rail_tune_cand *c = g->ncand > 0 ? &g->cand[0] : NULL;
-
-  if (c == NULL || kind_of(c->algo, c->proto) == kind_of(algo, proto)) return 0;
-  snprintf(err, errlen,
-           "%s:%d: this %s/%s run forced %s, the %s/%s run (%s:%d) %s: runs of one collective and "
-           "node count must force the same parts (either rule would change what the other "
-           "measured); tune them as separate sets",
-           file, line, rail_tune_algo_str(algo), rail_tune_proto_str(proto),
-           kind[kind_of(algo, proto)], rail_tune_algo_str(c->algo), rail_tune_proto_str(c->proto),
-           c->file, c->line, kind[kind_of(c->algo, c->proto)]);
-  return -EINVAL;
+  if (grown == NULL) return -ENOMEM;
+  set->inputs = grown;
+  grown[set->ninputs++] = (struct rail_tune_input){file, line, coll, algo, proto, nodes};
+  return 0;
 }
 
 static int add_run(struct rail_tune_set *set, const char *file, const struct rail_measured_run *r,
                    char *err, size_t errlen) {
   struct rail_tune_group *g;
   struct rail_tune_cand *c;
-  int algo, proto, gi, rc;
+  const char *from;
+  int algo, proto, gi, rc, nodes;
 
   if ((rc = run_check(file, r, &set->o, &algo, &proto, err, errlen)) != 0 ||
       (rc = shape_check(set, file, r, err, errlen)) != 0)
     return rc;
-  gi = group_of(set, r->coll, r->nhosts, r->nranks_seen, file, r->line, err, errlen);
+  nodes = run_nodes(r, &from);
+  gi = group_of(set, r->coll, nodes, r->nranks_seen, file, r->line, err, errlen);
   if (gi < 0) return gi;
   g = &set->groups[gi];
-  if ((rc = kind_check(g, algo, proto, file, r->line, err, errlen)) != 0) return rc;
+  if (g->nodes_from == NULL || r->nnodes > 0) g->nodes_from = from;
   c = cand_of(g, algo, proto, file, r->line);
+  c->runs++;
   for (int i = 0; i < r->npoints; i++)
     if (add_point(c, &r->pts[i], file) != 0) {
       snprintf(err, errlen, "%s:%d: out of memory", file, r->line);
       return -ENOMEM;
     }
+  if (add_input(set, file, r->line, r->coll, algo, proto, nodes) != 0) {
+    snprintf(err, errlen, "%s:%d: out of memory", file, r->line);
+    return -ENOMEM;
+  }
   return 0;
 }
 
-/* Every candidate of a group measured the same sizes, so that a winner is
- * a winner among all of them. */
-static int sizes_check(const struct rail_tune_group *g, char *err, size_t errlen) {
-  for (int a = 0; a < g->ncand; a++)
-    for (int b = 0; b < g->ncand; b++)
-      for (int i = 0; i < g->cand[b].npts; i++) {
-        const struct rail_tune_point *p = &g->cand[b].pts[i];
-        if (rail_tune_point_at(&g->cand[a], p->bytes) != NULL) continue;
-        snprintf(err, errlen,
-                 "%s:%d: sizes missing on one side: %s/%s measured %llu bytes here, the %s/%s run "
-                 "(%s:%d) did not; measure every candidate at the same sizes",
-                 p->file, p->line, rail_tune_algo_str(g->cand[b].algo),
-                 rail_tune_proto_str(g->cand[b].proto), (unsigned long long)p->bytes,
-                 rail_tune_algo_str(g->cand[a].algo), rail_tune_proto_str(g->cand[a].proto),
-                 g->cand[a].file, g->cand[a].line);
-        return -EINVAL;
+/* The sizes any candidate measured, ascending: the group's grid. A size
+ * one candidate measured and another did not is compared among those
+ * that did (a sweep's runs need not share every size). */
+static int sizes_merge(struct rail_tune_group *g) {
+  int cap = 0;
+
+  for (int c = 0; c < g->ncand; c++)
+    cap += g->cand[c].npts;
+  g->sizes = malloc((size_t)(cap ? cap : 1) * sizeof(*g->sizes));
+  if (g->sizes == NULL) return -ENOMEM;
+  g->nsizes = 0;
+  for (int c = 0; c < g->ncand; c++)
+    for (int i = 0; i < g->cand[c].npts; i++) {
+      uint64_t b = g->cand[c].pts[i].bytes;
+      int at = 0, dup = 0;
+      for (int k = 0; k < g->nsizes; k++) {
+        if (g->sizes[k] == b) dup = 1;
+        if (g->sizes[k] < b) at = k + 1;
       }
+      if (dup) continue;
+      memmove(&g->sizes[at + 1], &g->sizes[at], (size_t)(g->nsizes - at) * sizeof(g->sizes[0]));
+      g->sizes[at] = b;
+      g->nsizes++;
+    }
   return 0;
+}
+
+/* Two candidates can have run the same code: the unforced run and any
+ * forcing (NCCL's own choice is one of them), ring/"*" and ring/simple,
+ * ring/"*" and "*"/simple. Only candidates that cannot have are held to
+ * differ (same_check). */
+static int overlap(const struct rail_tune_cand *a, const struct rail_tune_cand *b) {
+  return (a->algo < 0 || b->algo < 0 || a->algo == b->algo) &&
+         (a->proto < 0 || b->proto < 0 || a->proto == b->proto);
 }
 
 /* Two candidates with the same times everywhere: one forcing NCCL did not
@@ -255,6 +278,7 @@ static int same_check(const struct rail_tune_group *g, char *err, size_t errlen)
     for (int b = a + 1; b < g->ncand; b++) {
       const struct rail_tune_cand *A = &g->cand[a], *B = &g->cand[b];
       int same = 0;
+      if (overlap(A, B)) continue;
       for (int i = 0; i < A->npts; i++) {
         const struct rail_tune_point *q = rail_tune_point_at(B, A->pts[i].bytes);
         double ta = rail_tune_mean(&A->pts[i]), tb = q ? rail_tune_mean(q) : -1;
@@ -294,19 +318,25 @@ int rail_tune_set_read(const char *const *files, int nfiles, const struct rail_t
     if (rc == 0 || rc != -ENOENT) rail_measured_free(&m);
   }
   for (int g = 0; rc == 0 && g < set->ngroups; g++)
-    if ((rc = sizes_check(&set->groups[g], err, errlen)) == 0)
-      rc = same_check(&set->groups[g], err, errlen);
+    if ((rc = same_check(&set->groups[g], err, errlen)) == 0 && sizes_merge(&set->groups[g]) != 0) {
+      snprintf(err, errlen, "out of memory");
+      rc = -ENOMEM;
+    }
   if (rc != 0) rail_tune_set_free(set);
   return rc;
 }
 
 void rail_tune_set_free(struct rail_tune_set *set) {
-  for (int g = 0; g < set->ngroups; g++)
+  for (int g = 0; g < set->ngroups; g++) {
     for (int c = 0; c < set->groups[g].ncand; c++)
       free(set->groups[g].cand[c].pts);
+    free(set->groups[g].sizes);
+  }
   free(set->groups);
+  free(set->inputs);
   set->groups = NULL;
-  set->ngroups = 0;
+  set->inputs = NULL;
+  set->ngroups = set->ninputs = 0;
 }
 
 double rail_tune_mean(const struct rail_tune_point *p) { return p->n ? p->sum / p->n : 0; }
@@ -320,6 +350,24 @@ const struct rail_tune_cand *rail_tune_cand_find(const struct rail_tune_group *g
   for (int c = 0; c < g->ncand; c++)
     if (g->cand[c].algo == algo && g->cand[c].proto == proto) return &g->cand[c];
   return NULL;
+}
+
+const struct rail_tune_cand *rail_tune_unforced(const struct rail_tune_group *g) {
+  return rail_tune_cand_find(g, -1, -1);
+}
+
+const struct rail_tune_cand *rail_tune_winner(const struct rail_tune_group *g, uint64_t bytes) {
+  const struct rail_tune_cand *w = NULL;
+  const struct rail_tune_point *pw = NULL;
+
+  for (int c = 0; c < g->ncand; c++) {
+    const struct rail_tune_point *p = rail_tune_point_at(&g->cand[c], bytes);
+    if (p != NULL && (pw == NULL || rail_tune_mean(p) < rail_tune_mean(pw))) {
+      w = &g->cand[c];
+      pw = p;
+    }
+  }
+  return w;
 }
 
 const struct rail_tune_cand *rail_tune_cand_for(const struct rail_tune_group *g, int algo,

@@ -110,6 +110,8 @@ void tt_unset_tuner_env(void) {
   unsetenv("NCCL_PROTO");
   unsetenv("NCCL_RAIL_TUNER");
   unsetenv("NCCL_RAIL_TUNER_FILE");
+  /* a site file installed on this machine (/etc/nccl-rail) is not the test's */
+  setenv("NCCL_RAIL_SITE_RULES", "", 1);
   rail_param_reload();
 }
 

@@ -225,6 +225,33 @@ void abi_rules_file_from_environment(void) {
   unlink(path);
 }
 
+/* No variable set: the package's site file is loaded (NCCL_RAIL_SITE_RULES
+ * stands in for /etc/nccl-rail/tuner.rules), and the INFO line says that
+ * is where the rules came from. */
+void abi_rules_from_the_site_file(void) {
+  char *path = tt_write_temp("reduce * -> ring ll128\n");
+  void *ctx = NULL;
+  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+  int nch = 0, a = -1, p = -1;
+
+  tt_unset_tuner_env();
+  setenv("NCCL_RAIL_SITE_RULES", path, 1);
+  rail_param_reload();
+  tt_capture_start();
+  CHECK_EQ_INT(ncclTunerPlugin_v5.init(&ctx, 7, 16, 2, ncclish_logger, NULL, NULL), ncclSuccess);
+  CHECK_EQ_INT(tt_count_logged("(the site file), fnv1a64"), 1);
+  for (int i = 0; i < RAIL_ALGO_COUNT * RAIL_PROTO_COUNT; i++)
+    (&t[0][0])[i] = 10;
+  ncclTunerPlugin_v5.getCollInfo(ctx, ncclFuncReduce, 123, 1, (float **)t, 7, 3, 0, &nch);
+  CHECK_EQ_INT(tt_count_zero(t, &a, &p), 1);
+  CHECK_EQ_INT(a, RAIL_ALGO_RING);
+  CHECK_EQ_INT(p, RAIL_PROTO_LL128);
+  ncclTunerPlugin_v5.finalize(ctx);
+  tt_capture_stop();
+  tt_unset_tuner_env();
+  unlink(path);
+}
+
 /* A peer whose machine differs is the net plugin's WARN at connect; the
  * tuner goes on deciding, from NCCL's table, as every other rank does. */
 void abi_fingerprint_mismatch_changes_no_decision(void) {

@@ -1,11 +1,15 @@
 /* The site rules file (tuner/rules.h): rules, the fabric line, the hash. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/unit/test.h"
 #include "tests/unit/tuner/tests.h"
+#include "common/param.h"
 #include "tuner/rules.h"
+#include "tuner/tuner.h"
 
 void rules_parse_and_match(void) {
   static const char text[] = "# measured on our 2x8 cluster\n"
@@ -178,4 +182,77 @@ void rules_restrict_keeps_nccl_costs(void) {
   CHECK(t[RAIL_ALGO_TREE][RAIL_PROTO_LL] == 3.0f);
   rail_tuner_rules_free(r);
   tt_capture_stop();
+}
+
+/* No variable to set: where NCCL_RAIL_TUNER_FILE is unset, the package's
+ * site file (NCCL_RAIL_SITE_RULES stands in for /etc/nccl-rail/tuner.rules)
+ * is the rules; set, the variable wins, and set empty means none at all. */
+void rules_site_file_where_no_variable(void) {
+  char site[64], *mine = tt_write_temp("allreduce * -> ring ll\n");
+  const char *source = NULL, *path;
+
+  snprintf(site, sizeof(site), "%s", tt_write_temp("allreduce * -> tree ll\n"));
+  tt_unset_tuner_env();
+  setenv("NCCL_RAIL_SITE_RULES", site, 1);
+  rail_param_reload();
+  path = rail_tuner_rules_path(&source);
+  CHECK_EQ_STR(path, site);
+  CHECK_EQ_STR(source, "the site file");
+  setenv("NCCL_RAIL_TUNER_FILE", mine, 1);
+  rail_param_reload();
+  path = rail_tuner_rules_path(&source);
+  CHECK_EQ_STR(path, mine);
+  CHECK_EQ_STR(source, "NCCL_RAIL_TUNER_FILE");
+  setenv("NCCL_RAIL_TUNER_FILE", "", 1);
+  rail_param_reload();
+  CHECK_EQ_STR(rail_tuner_rules_path(&source), "");
+  CHECK_EQ_STR(source, "none");
+  unsetenv("NCCL_RAIL_TUNER_FILE");
+  unlink(site);
+  rail_param_reload();
+  CHECK_EQ_STR(rail_tuner_rules_path(&source), ""); /* no site file installed */
+  CHECK_EQ_STR(source, "none");
+  unlink(mine);
+  tt_unset_tuner_env();
+}
+
+/* The shape line tune writes: a job of another shape ignores the file,
+ * saying so once at INFO; a job of the shape applies it. */
+void rules_shape_line_fits_the_job(void) {
+  char *path = tt_write_temp("shape gpus=8 sm=90 nics=8 mbps=400000\n"
+                             "allreduce * -> tree ll\n");
+  struct rail_tuner_rules *r = NULL;
+  struct rail_tuner_ctx *ctx;
+  float t[RAIL_ALGO_COUNT][RAIL_PROTO_COUNT];
+  char why[160];
+  int nch = 0, a = -1, p = -1;
+
+  CHECK_EQ_INT(rail_tuner_rules_load(path, &r), 0);
+  if (r != NULL) {
+    CHECK_EQ_INT(r->shape_line, 1);
+    CHECK_EQ_INT(r->nbad, 0);
+    CHECK_EQ_INT(rail_tuner_rules_fit(r, 8, 90, 8, 400000, why, sizeof(why)), 1);
+    CHECK_EQ_INT(rail_tuner_rules_fit(r, 8, 0, 0, 0, why, sizeof(why)), 1); /* unknown: no say */
+    CHECK_EQ_INT(rail_tuner_rules_fit(r, 4, 90, 8, 400000, why, sizeof(why)), 0);
+    CHECK(strstr(why, "8 GPUs a node, this job 4") != NULL);
+    CHECK_EQ_INT(rail_tuner_rules_fit(r, 8, 80, 8, 400000, why, sizeof(why)), 0);
+    CHECK_EQ_INT(rail_tuner_rules_fit(r, 8, 90, 4, 400000, why, sizeof(why)), 0);
+    CHECK_EQ_INT(rail_tuner_rules_fit(r, 8, 90, 8, 200000, why, sizeof(why)), 0);
+    rail_tuner_rules_free(r);
+  }
+  tt_capture_start();
+  for (int k = 0; k < 2; k++) {
+    struct rail_tuner_shape sh = tt_shape(2, k ? 8 : 4, k ? 8 : 4, 400);
+    ctx = tt_make_ctx(2, k ? 8 : 4, path);
+    /* NCCL's own table at 1 GiB, where NCCL never takes tree/ll */
+    tt_nccl_table(&sh, RAIL_COLL_ALLREDUCE, 1u << 30, 1, t);
+    rail_tuner_get_coll_info(ctx, RAIL_COLL_ALLREDUCE, 1u << 30, 1, &t[0][0], 7, 3, &nch);
+    CHECK_EQ_INT(tt_count_zero(t, &a, &p), 1);
+    /* 4 GPUs a node: not the file's shape, the rule is not applied */
+    CHECK_EQ_INT(a == RAIL_ALGO_TREE && p == RAIL_PROTO_LL, k);
+    rail_tuner_destroy(ctx);
+  }
+  CHECK_EQ_INT(tt_count_logged("its rules are ignored for this job"), 1);
+  tt_capture_stop();
+  unlink(path);
 }

@@ -101,6 +101,8 @@ void rules_bad_lines_reported_and_skipped(void);
 void rules_fabric_line_and_hash(void);
 void rules_star_forces_one_part(void);
 void rules_restrict_keeps_nccl_costs(void);
+void rules_site_file_where_no_variable(void);
+void rules_shape_line_fits_the_job(void);
 
 /* test_table.c */
 void table_minus_one_entries_untouched(void);
@@ -125,6 +127,7 @@ void abi_nccl_rail_tuner_0_leaves_table_untouched(void);
 void abi_v2_leaves_nccl_choice(void);
 void abi_each_table_models_its_release(void);
 void abi_rules_file_from_environment(void);
+void abi_rules_from_the_site_file(void);
 void abi_unlike_machines_choose_alike(void);
 void abi_fingerprint_mismatch_changes_no_decision(void);
 
