@@ -381,6 +381,51 @@ TEST(a_write_with_a_released_windows_key_is_refused_and_recorded) {
   free(b.p);
 }
 
+/* A receiver whose connection fails (here: the peer writes a message for a
+ * receive never posted) while another receive is posted, and whose buffer
+ * NCCL then releases, as it does after a failed request: its QPs still take
+ * writes until the connection is closed, and a sender that has not heard
+ * yet still writes with the credit's key. That key must stay registered
+ * until the QPs are gone; with the window released at the failure, the
+ * write uses a deregistered MR's key (on hardware: refused, or landing in
+ * whatever MR reuses the index). */
+TEST(a_failed_connection_keeps_its_windows_until_its_qps_are_gone) {
+  struct arena a;
+  struct rail_wire_verbs_credit cr;
+  struct rail_verbs_conn *r = NULL;
+  struct rail_verbs_req *rq;
+  struct fakeverbs_stats s0, s1, z0, z1;
+  int done = 0;
+  size_t got = 0;
+  struct rogue g;
+
+  setenv("FAKEVERBS_STALE_KEYS", "count", 1);
+  CHECK_EQ_INT(fx_nics_open(), 0);
+  fx_ctl->stats(&z0);
+  a = arena_new(RAIL_VERBS_MEM_HOST);
+  CHECK_EQ_INT(rogue_pair(&g, &r), 0);
+  fx_log_reset();
+  rq = post_and_read_credit(&g, r, 1, a.p, 4096, a.mr, &cr);
+  /* A write for receive 5, never posted: the connection fails. */
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE_WITH_IMM, cr.e[0].addr, cr.e[0].rkey[0], 16,
+                          rogue_imm(5, 1)),
+               IBV_WC_SUCCESS);
+  CHECK_EQ_INT(fx_wait(rq, NULL, &got, 5, &done), -EPROTO);
+  rail_verbs_mr_dereg(a.mr);
+  fx_ctl->stats(&s0);
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE, cr.e[0].addr, cr.e[0].rkey[0], 16, 0),
+               IBV_WC_SUCCESS);
+  fx_ctl->stats(&s1);
+  CHECK_EQ_INT(s1.stale_key_uses - s0.stale_key_uses, 0);
+  rail_verbs_conn_destroy(r);
+  rogue_close(&g);
+  /* Closed, nothing it registered is left. */
+  fx_ctl->stats(&z1);
+  CHECK_EQ_INT(z1.reg_mr_calls - z0.reg_mr_calls, z1.dereg_mr_calls - z0.dereg_mr_calls);
+  unsetenv("FAKEVERBS_STALE_KEYS");
+  free(a.p);
+}
+
 /* NCCL closes comms with receives still posted, after releasing their
  * memory: the windows those receives hold keep what the NIC may still write
  * registered until the connection lets go of them, then everything goes. */
@@ -414,4 +459,5 @@ RAIL_TEST_MAIN(fork_init_comes_before_any_other_verbs_call,
                remote_read_only_where_the_flush_needs_it,
                a_message_longer_than_its_buffer_fails_the_receive,
                a_write_with_a_released_windows_key_is_refused_and_recorded,
+               a_failed_connection_keeps_its_windows_until_its_qps_are_gone,
                a_receive_posted_into_released_memory_is_freed_with_its_connection)
