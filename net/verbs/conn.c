@@ -28,6 +28,13 @@ void rail_verbs_req_release(struct rail_verbs_conn *c, struct rail_verbs_req *r)
   }
 }
 
+/* A failed connection's receives keep their windows: its QPs take writes
+ * until they are destroyed, and a peer that has not heard of the failure
+ * still writes with the keys its credits carry. Were the windows released
+ * here, and the buffer after the failed request (as NCCL does), those
+ * writes would use deregistered keys: refused, or, once the NIC has handed
+ * the key's index to another registration with the same 8-bit variant,
+ * landing in that memory. rail_verbs_conn_free releases them after the QPs. */
 void rail_verbs_conn_fail(struct rail_verbs_conn *c, int err) {
   if (c->err != 0) return;
   c->err = err;
@@ -35,7 +42,6 @@ void rail_verbs_conn_fail(struct rail_verbs_conn *c, int err) {
     struct rail_verbs_req *rq[2] = {&c->recvs[i], &c->flush[i]};
     for (int k = 0; k < 2; k++) {
       if (rq[k]->state == RAIL_VERBS_REQ_WAITING || rq[k]->state == RAIL_VERBS_REQ_ISSUED) {
-        if (rq[k]->kind == RAIL_VERBS_REQ_RECV) rail_verbs_req_release(c, rq[k]);
         rq[k]->state = RAIL_VERBS_REQ_FAILED;
         rq[k]->err = err;
       }
@@ -127,8 +133,10 @@ static void rail_verbs_conn_free(struct rail_verbs_conn *c) {
   /* QPs first: after that no NIC touches the caller's buffers or the FIFO. */
   for (int i = 0; i < c->nlanes; i++)
     if (c->lanes[i].qp != NULL) api->destroy_qp(c->lanes[i].qp);
+  /* Whatever state a receive is in, windows it still holds (a waiting one,
+   * or one a failure ended) go now that no NIC writes through them. */
   for (int i = 0; i < RAIL_VERBS_FIFO; i++)
-    if (c->recvs[i].state == RAIL_VERBS_REQ_WAITING) rail_verbs_req_release(c, &c->recvs[i]);
+    if (c->recvs[i].kind == RAIL_VERBS_REQ_RECV) rail_verbs_req_release(c, &c->recvs[i]);
   for (int r = 0; r < c->nrails; r++) {
     struct rail_verbs_rail *rl = &c->rails[r];
     if (rl->flush_qp != NULL) api->destroy_qp(rl->flush_qp);

@@ -26,7 +26,12 @@
  * one byte before or past the buffer. Windows are kept per registration and
  * NIC (NCCL posts into the same few slots of its buffers again and again,
  * so after the first round every receive finds its window) and released
- * with the registration. Memory windows (ibv_alloc_mw) would do the same
+ * with the registration. A window is deregistered only when no peer can
+ * still write with its key: its receive has ended (every part placed, or
+ * the sender's notice that nothing more of it will land) or its
+ * connection's QPs are destroyed (conn.c); NICs hand a released key's
+ * index to the next registration, and a stale write whose 8-bit variant
+ * matches lands there (docs/design.md, "Registration"). Memory windows (ibv_alloc_mw) would do the same
  * with a bind and an invalidation per message, but not every provider has
  * them, nor every memory type. */
 #include "net/verbs/mr.h"

@@ -113,6 +113,10 @@ void harness_failed_recv_parent(struct harness *h);
 void harness_failed_recv_child(struct harness *h);
 void harness_multi_side(struct harness *h); /* both processes */
 
+/* ---- scenarios: registration churn (sc_churn.c) -------------------------- */
+
+void harness_churn_side(struct harness *h); /* both processes */
+
 /* ---- scenarios: teardown (sc_close.c) ------------------------------------ */
 
 void harness_close_parent(struct harness *h);

@@ -95,6 +95,10 @@ static const struct scenario scenarios[] = {
      "junk TCP clients on every listening socket; the real peer still connects"},
     {"multi", harness_multi_side, harness_multi_side,
      "three connections, both ways, progressed together; v11: from two contexts"},
+    {"churn", harness_churn_side, harness_churn_side,
+     "sizes changing every round, buffers released and registered again at the same address, "
+     "slots reposted, every device both ways; a close with writes in flight",
+     .short_timeout = 1},
     {"reload", harness_reload_side, harness_reload_side,
      "init, finalize, init, then unloaded and loaded again: transfers work each time"},
     {"collnet", harness_collnet_parent, NULL,

@@ -42,7 +42,7 @@ static void fk_configure(void) {
   }
   fk.fork_initialized =
       fork_env != NULL && strcmp(fork_env, "enabled") == 0 ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
-  fk.next_key = 0x1000;
+  fk.next_handle = 0x1000;
   fk.next_qpn = 0x100;
 }
 
@@ -257,7 +257,7 @@ FK_API struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
   pd = calloc(1, sizeof(*pd));
   if (pd == NULL) return fk_fail_null(ENOMEM);
   pd->pd.context = context;
-  pd->pd.handle = fk.next_key++;
+  pd->pd.handle = fk.next_handle++;
   fk.st.live_pds++;
   fk_leave();
   return &pd->pd;
@@ -294,7 +294,7 @@ static struct ibv_mr *fk_mr_new(struct ibv_pd *ibpd, void *addr, size_t len, uin
                                 int access, int pin) {
   struct fk_pd *pd = (struct fk_pd *)ibpd;
   struct fk_mr *m;
-  uint32_t h;
+  uint32_t key;
 
   if (len == 0 || addr == NULL) return fk_fail_null(EINVAL);
   /* Remote write and atomics need local write (ibv_reg_mr(3)). */
@@ -311,13 +311,15 @@ static struct ibv_mr *fk_mr_new(struct ibv_pd *ibpd, void *addr, size_t len, uin
   m->mr.pd = ibpd;
   m->mr.addr = addr;
   m->mr.length = len;
-  m->mr.lkey = m->mr.rkey = fk.next_key++;
-  m->mr.handle = m->mr.lkey;
+  if (fk_key_new(m, &key) != 0) {
+    if (m->alias != NULL) munmap(m->alias, m->alias_len);
+    free(m);
+    return fk_fail_null(ENOMEM);
+  }
+  m->mr.lkey = m->mr.rkey = key;
+  m->mr.handle = key;
   m->iova = iova;
   m->access = access;
-  h = m->mr.lkey % FK_HASH;
-  m->hnext = fk.mrs[h];
-  fk.mrs[h] = m;
   pd->refs++;
   fk.st.live_mrs++;
   fk.st.reg_mr_calls++;
@@ -348,15 +350,9 @@ FK_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size
 
 FK_API int ibv_dereg_mr(struct ibv_mr *ibmr) {
   struct fk_mr *m = (struct fk_mr *)ibmr;
-  uint32_t h = m->mr.lkey % FK_HASH;
 
   fk_enter();
-  for (struct fk_mr **p = &fk.mrs[h]; *p != NULL; p = &(*p)->hnext) {
-    if (*p == m) {
-      *p = m->hnext;
-      break;
-    }
-  }
+  fk_key_release(m);
   ((struct fk_pd *)m->mr.pd)->refs--;
   if (m->alias != NULL) munmap(m->alias, m->alias_len);
   free(m);

@@ -23,7 +23,13 @@
  *    the error state; later work requests are flushed;
  *  - a write with immediate that finds no posted receive waits (RNR, retried
  *    for ever with rnr_retry 7), and completions stay in order per QP;
- *  - zero-length RDMA operations check no key (IB spec, as hardware does).
+ *  - zero-length RDMA operations check no key (IB spec, as hardware does);
+ *  - keys are built as mlx5 and rxe build them, index << 8 | an 8-bit
+ *    variant, and a deregistered MR's index is reused (after a short
+ *    quarantine, "poisoned"); any use of a key whose MR is gone (a late
+ *    write, a credit kept too long) is reported on stderr and aborts the
+ *    process, so the test that caused it fails (fk_keys.c says why and
+ *    how; FAKEVERBS_STALE_KEYS=count only counts, in stats).
  *
  * Not modelled: SEND/RECV with data, atomics, memory windows, SRQs,
  * completion channels (the plugin uses none of them), and the retry
@@ -36,6 +42,8 @@
  *                       ibv_is_fork_initialized() reports before ibv_fork_init;
  *                       "unneeded" (read at every call): what a kernel that
  *                       copies pinned pages at fork reports
+ *   FAKEVERBS_STALE_KEYS "abort" (default) or "count": what a use of a
+ *                       deregistered MR's key does besides being refused
  *
  * Thread-safe: one lock inside. Functions return 0 or -errno. */
 #ifndef RAIL_TESTS_FAKEVERBS_H
@@ -58,6 +66,9 @@ struct fakeverbs_stats {
   /* Bytes of RDMA writes completed from QPs of each device, in
    * FAKEVERBS_DEVICES order. */
   uint64_t tx_bytes[8];
+  /* Uses of a key whose MR was deregistered (fk_keys.c): each one is a
+   * write that hardware refuses or, 1 time in 256, lands in another MR. */
+  long stale_key_uses;
 };
 
 /* The control entry points, resolved with dlsym from the library the test

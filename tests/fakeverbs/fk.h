@@ -48,10 +48,9 @@ struct fk_pd {
 
 struct fk_mr {
   struct ibv_mr mr; /* first */
-  struct fk_mr *hnext;
-  uint64_t iova; /* what keys address: [iova, iova + length) */
-  uint8_t *mem;  /* where iova lands: the pinned alias, or the address itself */
-  void *alias;   /* our own mapping of the registered pages, or NULL */
+  uint64_t iova;    /* what keys address: [iova, iova + length) */
+  uint8_t *mem;     /* where iova lands: the pinned alias, or the address itself */
+  void *alias;      /* our own mapping of the registered pages, or NULL */
   size_t alias_len;
   int access;
 };
@@ -131,10 +130,9 @@ struct fk_state {
   int ndevs;
   struct fk_dev devs[FK_MAX_DEVS];
   struct fk_ctx *ctxs;
-  struct fk_mr *mrs[FK_HASH];
   struct fk_qp *qps[FK_HASH];
   struct fk_qp *busy;
-  uint32_t next_key, next_qpn;
+  uint32_t next_handle, next_qpn;
   int fork_initialized; /* enum ibv_fork_status */
   struct fakeverbs_stats st;
 };
@@ -152,7 +150,6 @@ int fk_gid_dev(const union ibv_gid *gid);
  * release, so a poller that acquires the last word of what it waits for
  * (the plugin's credit FIFO) sees the rest. */
 void fk_dma(uint8_t *dst, const uint8_t *src, size_t len);
-struct fk_mr *fk_mr_find(uint32_t key);
 struct fk_qp *fk_qp_find(uint32_t qpn);
 /* Where [addr, addr + len) of key lands, checking PD, bounds (overflow
  * included) and that access has every bit of `need`; NULL if not allowed. */
@@ -175,6 +172,17 @@ void fk_event_push(struct fk_ctx *c, const struct ibv_async_event *ev);
 int fk_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int fk_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int fk_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc);
+
+/* ---- fk_keys.c ----------------------------------------------------------- */
+/* A key for m, index << 8 | variant (fk_keys.c says how); -ENOMEM. */
+int fk_key_new(struct fk_mr *m, uint32_t *key);
+/* m is deregistered: its index is poisoned, then reused. */
+void fk_key_release(struct fk_mr *m);
+/* The live MR of key, or NULL. */
+struct fk_mr *fk_mr_find(uint32_t key);
+/* key named an MR that is gone: records the use ([addr, +len), the access
+ * it needed) and, unless FAKEVERBS_STALE_KEYS=count, aborts. 1 if stale. */
+int fk_key_check_stale(uint32_t key, uint64_t addr, uint64_t len, int need);
 
 /* ---- fk_wire.c ----------------------------------------------------------- */
 /* Starts this process's listener and HCA thread (once). */

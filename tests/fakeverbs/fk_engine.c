@@ -71,12 +71,6 @@ void fk_dma(uint8_t *dst, const uint8_t *src, size_t len) {
   fk_dma_atomic(dst + plain, src + plain, len - plain);
 }
 
-struct fk_mr *fk_mr_find(uint32_t key) {
-  for (struct fk_mr *m = fk.mrs[key % FK_HASH]; m != NULL; m = m->hnext)
-    if (m->mr.lkey == key) return m;
-  return NULL;
-}
-
 struct fk_qp *fk_qp_find(uint32_t qpn) {
   for (struct fk_qp *q = fk.qps[qpn % FK_HASH]; q != NULL; q = q->hnext)
     if (q->qp.qp_num == qpn) return q;
@@ -87,6 +81,7 @@ uint8_t *fk_mr_range(struct ibv_pd *pd, uint32_t key, uint64_t addr, uint64_t le
   struct fk_mr *m = fk_mr_find(key);
   uint64_t end;
 
+  if (m == NULL) fk_key_check_stale(key, addr, len, need);
   if (m == NULL || m->mr.pd != pd || (m->access & need) != need) return NULL;
   if (__builtin_add_overflow(addr, len, &end)) return NULL;
   if (addr < m->iova || end > m->iova + m->mr.length) return NULL;

@@ -311,6 +311,121 @@ TEST(a_message_longer_than_its_buffer_fails_the_receive) {
   free(a.p);
 }
 
+/* The fake provider is as strict as hardware about keys (fk_keys.c): a key
+ * is index << 8 | an 8-bit variant, a deregistered MR's index is reused
+ * after a short quarantine, and a write with the key of a window that was
+ * released is refused and recorded (by default it aborts the process; here
+ * it is counted) whether its index is still poisoned or already holds
+ * another MR, whose bytes it does not touch. */
+static void late_write(struct arena *a, int reuse) {
+  struct rail_wire_verbs_credit cr;
+  struct rail_verbs_conn *r = NULL;
+  struct rail_verbs_req *rq;
+  struct fakeverbs_stats s0, s1;
+  struct arena more[64];
+  int nmore = 0;
+  uint32_t old, reused = 0;
+  uint64_t addr = 0, len = 0;
+  int access = 0, done = 0;
+  size_t got = 0;
+  struct rogue g;
+
+  CHECK_EQ_INT(rogue_pair(&g, &r), 0);
+  rq = post_and_read_credit(&g, r, 1, a->p, 4096, a->mr, &cr);
+  old = cr.e[0].rkey[0];
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE_WITH_IMM, cr.e[0].addr, old, 4096, rogue_imm(1, 1)),
+               IBV_WC_SUCCESS);
+  CHECK_EQ_INT(fx_wait(rq, NULL, &got, 5, &done), 0);
+  /* The receive is done and its buffer released: the window goes too. */
+  rail_verbs_mr_dereg(a->mr);
+  a->mr = NULL;
+  CHECK_EQ_INT(fx_ctl->mr_info(old, &addr, &len, &access), -ENOENT);
+  /* Registrations come and go until one gets the old index back. */
+  for (int tries = 0; reuse && reused == 0 && tries < 200 && nmore < 64; tries++) {
+    uint32_t k;
+    more[nmore] = arena_new(RAIL_VERBS_MEM_HOST);
+    k = rail_verbs_mr_on(more[nmore].mr, fx_nics[0])->lkey;
+    if (k >> 8 == old >> 8) reused = k;
+    if (reused == 0 && tries % 2 == 1) { /* every other one released again */
+      rail_verbs_mr_dereg(more[nmore].mr);
+      free(more[nmore].p);
+      continue;
+    }
+    nmore++;
+  }
+  if (reuse) {
+    CHECK(reused != 0);   /* the index came back ... */
+    CHECK(reused != old); /* ... with another variant */
+  }
+  fx_ctl->stats(&s0);
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE, cr.e[0].addr, old, 16, 0), IBV_WC_REM_ACCESS_ERR);
+  fx_ctl->stats(&s1);
+  CHECK_EQ_INT(s1.stale_key_uses - s0.stale_key_uses, 1);
+  for (int i = 0; i < nmore; i++) {
+    CHECK_EQ_INT(more[i].p[0], 0xA5);
+    rail_verbs_mr_dereg(more[i].mr);
+    free(more[i].p);
+  }
+  rail_verbs_conn_destroy(r);
+  rogue_close(&g);
+}
+
+TEST(a_write_with_a_released_windows_key_is_refused_and_recorded) {
+  struct arena a = arena_new(RAIL_VERBS_MEM_HOST), b = arena_new(RAIL_VERBS_MEM_HOST);
+
+  setenv("FAKEVERBS_STALE_KEYS", "count", 1);
+  late_write(&a, 0); /* its index still poisoned */
+  late_write(&b, 1); /* its index reused by another MR */
+  unsetenv("FAKEVERBS_STALE_KEYS");
+  free(a.p);
+  free(b.p);
+}
+
+/* A receiver whose connection fails (here: the peer writes a message for a
+ * receive never posted) while another receive is posted, and whose buffer
+ * NCCL then releases, as it does after a failed request: its QPs still take
+ * writes until the connection is closed, and a sender that has not heard
+ * yet still writes with the credit's key. That key must stay registered
+ * until the QPs are gone; with the window released at the failure, the
+ * write uses a deregistered MR's key (on hardware: refused, or landing in
+ * whatever MR reuses the index). */
+TEST(a_failed_connection_keeps_its_windows_until_its_qps_are_gone) {
+  struct arena a;
+  struct rail_wire_verbs_credit cr;
+  struct rail_verbs_conn *r = NULL;
+  struct rail_verbs_req *rq;
+  struct fakeverbs_stats s0, s1, z0, z1;
+  int done = 0;
+  size_t got = 0;
+  struct rogue g;
+
+  setenv("FAKEVERBS_STALE_KEYS", "count", 1);
+  CHECK_EQ_INT(fx_nics_open(), 0);
+  fx_ctl->stats(&z0);
+  a = arena_new(RAIL_VERBS_MEM_HOST);
+  CHECK_EQ_INT(rogue_pair(&g, &r), 0);
+  fx_log_reset();
+  rq = post_and_read_credit(&g, r, 1, a.p, 4096, a.mr, &cr);
+  /* A write for receive 5, never posted: the connection fails. */
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE_WITH_IMM, cr.e[0].addr, cr.e[0].rkey[0], 16,
+                          rogue_imm(5, 1)),
+               IBV_WC_SUCCESS);
+  CHECK_EQ_INT(fx_wait(rq, NULL, &got, 5, &done), -EPROTO);
+  rail_verbs_mr_dereg(a.mr);
+  fx_ctl->stats(&s0);
+  CHECK_EQ_INT(rogue_post(&g, IBV_WR_RDMA_WRITE, cr.e[0].addr, cr.e[0].rkey[0], 16, 0),
+               IBV_WC_SUCCESS);
+  fx_ctl->stats(&s1);
+  CHECK_EQ_INT(s1.stale_key_uses - s0.stale_key_uses, 0);
+  rail_verbs_conn_destroy(r);
+  rogue_close(&g);
+  /* Closed, nothing it registered is left. */
+  fx_ctl->stats(&z1);
+  CHECK_EQ_INT(z1.reg_mr_calls - z0.reg_mr_calls, z1.dereg_mr_calls - z0.dereg_mr_calls);
+  unsetenv("FAKEVERBS_STALE_KEYS");
+  free(a.p);
+}
+
 /* NCCL closes comms with receives still posted, after releasing their
  * memory: the windows those receives hold keep what the NIC may still write
  * registered until the connection lets go of them, then everything goes. */
@@ -343,4 +458,6 @@ RAIL_TEST_MAIN(fork_init_comes_before_any_other_verbs_call,
                a_credits_key_covers_exactly_the_posted_buffer,
                remote_read_only_where_the_flush_needs_it,
                a_message_longer_than_its_buffer_fails_the_receive,
+               a_write_with_a_released_windows_key_is_refused_and_recorded,
+               a_failed_connection_keeps_its_windows_until_its_qps_are_gone,
                a_receive_posted_into_released_memory_is_freed_with_its_connection)
