@@ -14,9 +14,6 @@
 #include "tests/rig/rxe/wire_test.h"
 #include "tests/unit/verbs/rogue.h"
 
-/* badkey: the receiver advertises a buffer its key does not cover (an
- * unregistered buffer with another buffer's handle), so the sender's write
- * is refused by the peer's NIC: a deterministic completion error. */
 /* badkey, receiver: a buffer registered with guards around it, one receive
  * posted into its middle; the sender (a hostile one, below) then writes the
  * posted range and one byte past it. The first must land, the second must be
