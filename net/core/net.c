@@ -117,6 +117,33 @@ static void rail_net_remake_locked(void) {
   }
 }
 
+/* A round trip longer than any job's (1 s): K at it is the most a device's
+ * connections may open per rail (stream.h: the bandwidth-delay rule). */
+#define RAIL_NET_LONGEST_RTT_US 1000000u
+
+/* The fd model (setup.h) for the device whose connections take the most
+ * sockets, with the K a long link would raise it to (the round trip is
+ * known only at connect), and the soft RLIMIT_NOFILE raised where it is
+ * below that and the hard limit allows more. Once per table built; NCCL's
+ * bootstrap root does the same for its own process only. */
+static void rail_net_fd_limit_locked(void) {
+  int most = -1, nrails = 1, k = 0;
+
+  for (int d = 0; d < rail_net_tab.ndevs; d++) {
+    const struct rail_device *dev = &rail_net_tab.devs[d];
+    int dk;
+    if (dev->transport == NULL || dev->transport->data_streams == NULL) continue;
+    dk = dev->transport->data_streams(dev->rails[0].speed_mbps, dev->nrails,
+                                      RAIL_NET_LONGEST_RTT_US);
+    if (most < 0 || dev->nrails * (1 + dk) > nrails * (1 + k)) {
+      most = d;
+      nrails = dev->nrails;
+      k = dk;
+    }
+  }
+  if (most >= 0) rail_setup_fd_limit(nrails, k, rail_net_tab.devs[most].name);
+}
+
 int rail_net_init(void) {
   int rc = 0;
 
@@ -128,6 +155,7 @@ int rail_net_init(void) {
     if (rc == 0) {
       rail_net_refs = 1;
       rail_net_remake_locked();
+      rail_net_fd_limit_locked();
     }
   }
   pthread_mutex_unlock(&rail_net_mu);

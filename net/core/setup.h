@@ -63,6 +63,17 @@ int rail_connect_start(const struct rail_device *dev, const struct rail_topo_fp 
 #define RAIL_SETUP_EXPECTED_COMMS 128
 #define RAIL_SETUP_NCCL_FDS 1024
 long rail_setup_fds_needed(int nrails, int nstreams);
+/* Raises the soft RLIMIT_NOFILE where the model above, for connections of
+ * nrails x (1 + nstreams) sockets, says a rank would cross it and the hard
+ * limit allows more: to the hard limit (as NCCL's bootstrap root does for
+ * its own process, src/bootstrap.cc), or 1048576 where the hard limit is
+ * unlimited, since an all-to-all holds more connections than the model's
+ * ring and tree ones; INFO says so, naming dev. net.c calls it when it
+ * builds the device table (before any connection), with the K a long link
+ * would choose. Acts the first time the need is above the soft limit, and
+ * again only for a larger need. Where the hard limit is below the need,
+ * INFO says that too and nothing changes. Thread-safe; never fails. */
+void rail_setup_fd_limit(int nrails, int nstreams, const char *dev);
 
 /* ---- shared by listen.c and connect.c (setup.c) ---- */
 

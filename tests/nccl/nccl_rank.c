@@ -26,7 +26,17 @@
  * C: a 128-byte unique id, opaque communicator, int enums); the CUDA calls
  * go to whatever libcudart.so.13 NCCL loaded.
  *
+ * With --alltoall BYTES it runs the scale run instead (tests/nccl/scale.py,
+ * nr_run_alltoall): all ranks start together (files in DIR), communicator
+ * 1's init and an all-to-all connect (ncclSend and ncclRecv to every peer
+ * in one group) are timed, and the process counts its fds by kind,
+ * listening sockets, threads and resident memory after each ("SCALE"
+ * lines); then communicator 2 (all-to-all, abort) and 3 (init, destroy)
+ * must give back everything, and --fds-per-peer bounds what the
+ * all-to-all added per peer.
+ *
  * Usage: nccl_rank --nccl LIB --rank R --nranks N --id-dir DIR [--sizes B,B,...]
+ *                  [--alltoall BYTES [--close-checks 0|1] [--fds-per-peer F]]
  * The rank 0 writes each communicator's unique id to DIR/id.<comm>, the
  * others wait for it (60 s at most). */
 #define _GNU_SOURCE
@@ -37,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* NCCL's public types (nccl.h). */
@@ -58,6 +69,10 @@ struct nr_api {
   int (*all_gather)(const void *, void *, size_t, int, nr_comm, void *);
   int (*reduce_scatter)(const void *, void *, size_t, int, int, nr_comm, void *);
   int (*broadcast)(const void *, void *, size_t, int, int, nr_comm, void *);
+  int (*group_start)(void);
+  int (*group_end)(void);
+  int (*send)(const void *, size_t, int, int, nr_comm, void *);
+  int (*recv)(void *, size_t, int, int, nr_comm, void *);
   int (*cuda_set_device)(int);
   int (*cuda_malloc)(void **, size_t);
   int (*cuda_free)(void *);
@@ -70,6 +85,9 @@ struct nr_opts {
   int rank, nranks;
   size_t sizes[16];
   int nsizes;
+  size_t alltoall;     /* bytes to each peer; 0: the collectives run (nr_run) */
+  int close_checks;    /* the all-to-all run: communicators 2 and 3 too */
+  double fds_per_peer; /* the all-to-all run: most fds it may add per peer; 0 no bound */
 };
 
 static int nr_rank = -1;
@@ -112,6 +130,10 @@ static int nr_load(const char *path, struct nr_api *api) {
   NR_SYM(nccl, all_gather, "ncclAllGather");
   NR_SYM(nccl, reduce_scatter, "ncclReduceScatter");
   NR_SYM(nccl, broadcast, "ncclBroadcast");
+  NR_SYM(nccl, group_start, "ncclGroupStart");
+  NR_SYM(nccl, group_end, "ncclGroupEnd");
+  NR_SYM(nccl, send, "ncclSend");
+  NR_SYM(nccl, recv, "ncclRecv");
   NR_SYM(cudart, cuda_set_device, "cudaSetDevice");
   NR_SYM(cudart, cuda_malloc, "cudaMalloc");
   NR_SYM(cudart, cuda_free, "cudaFree");
@@ -124,8 +146,50 @@ static int nr_load(const char *path, struct nr_api *api) {
 
 struct nr_census {
   int fds, threads;
+  /* fds by kind: TCP (or any other inet socket), Unix sockets, eventfds,
+   * the rest (files, pipes, epoll, other anonymous inodes); sockets
+   * listening (SO_ACCEPTCONN), of any family. */
+  int tcp, unix_socks, eventfds, other, listening;
+  int rail_threads; /* threads named rail-* (the plugin's) */
+  long rss_kb;      /* VmRSS */
   char names[4096]; /* "fd 7 -> socket:[123]; thread rail-prog; ..." */
 };
+
+/* What kind of fd fd is (its /proc/self/fd link is target). The process
+ * asks its own sockets, so no /proc/net table needs matching. */
+static void nr_kind(struct nr_census *c, int fd, const char *target) {
+  int domain = -1, listening = 0;
+  socklen_t len = sizeof(domain);
+
+  if (strncmp(target, "socket:", 7) == 0) {
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) domain = -1;
+    len = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0) listening = 0;
+    if (domain == AF_INET || domain == AF_INET6)
+      c->tcp++;
+    else if (domain == AF_UNIX)
+      c->unix_socks++;
+    else
+      c->other++;
+    c->listening += listening != 0;
+  } else if (strcmp(target, "anon_inode:[eventfd]") == 0) {
+    c->eventfds++;
+  } else {
+    c->other++;
+  }
+}
+
+static long nr_rss_kb(void) {
+  char line[128];
+  long kb = -1;
+  FILE *f = fopen("/proc/self/status", "r");
+
+  if (f == NULL) return -1;
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  fclose(f);
+  return kb;
+}
 
 static void nr_take(struct nr_census *c) {
   DIR *d;
@@ -142,6 +206,7 @@ static void nr_take(struct nr_census *c) {
       snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
       n = readlink(path, target, sizeof(target) - 1);
       target[n > 0 ? n : 0] = '\0';
+      nr_kind(c, atoi(e->d_name), target);
       if (used < sizeof(c->names))
         used += (size_t)snprintf(c->names + used, sizeof(c->names) - used, "fd %s -> %s; ",
                                  e->d_name, target);
@@ -160,19 +225,23 @@ static void nr_take(struct nr_census *c) {
         comm[strcspn(comm, "\n")] = '\0';
         fclose(f);
       }
+      c->rail_threads += strncmp(comm, "rail-", 5) == 0;
       if (used < sizeof(c->names))
         used += (size_t)snprintf(c->names + used, sizeof(c->names) - used, "thread %s; ", comm);
     }
     closedir(d);
   }
+  c->rss_kb = nr_rss_kb();
 }
 
 /* Threads end a moment after NCCL joins or detaches them: up to 5 s for
  * the counts to come back before calling it a leak. */
 static int nr_settled(const char *when, const struct nr_census *before) {
+  /* NR_SETTLE_S: a longer wait, to tell a slow close from a leak. */
+  int tries = getenv("NR_SETTLE_S") != NULL ? atoi(getenv("NR_SETTLE_S")) * 10 : 50;
   struct nr_census now;
 
-  for (int i = 0; i < 50; i++) {
+  for (int i = 0; i < tries; i++) {
     nr_take(&now);
     if (now.fds <= before->fds && now.threads <= before->threads) break;
     usleep(100 * 1000);
@@ -180,8 +249,10 @@ static int nr_settled(const char *when, const struct nr_census *before) {
   printf("rank %d: %s: fds %d -> %d, threads %d -> %d\n", nr_rank, when, before->fds, now.fds,
          before->threads, now.threads);
   if (now.fds <= before->fds && now.threads <= before->threads) return 0;
-  printf("rank %d: FAIL %s left more than it found\n  before: %s\n  after:  %s\n", nr_rank, when,
-         before->names, now.names);
+  printf("rank %d: FAIL %s left more than it found (TCP %d -> %d, Unix %d -> %d)\n  before: "
+         "%s\n  after:  %s\n",
+         nr_rank, when, before->tcp, now.tcp, before->unix_socks, now.unix_socks, before->names,
+         now.names);
   return -1;
 }
 
@@ -341,9 +412,175 @@ static int nr_run(const struct nr_opts *o, const struct nr_api *api) {
   return nr_no_plugin_threads();
 }
 
+/* ---- the all-to-all run ------------------------------------------------------------------ */
+
+static double nr_now(void) {
+  struct timespec ts;
+
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Every rank at the same point: each writes DIR/<name>.<rank> and waits for
+ * all of them (300 s at most: 64 ranks on 2 cores start slowly). */
+static int nr_barrier(const struct nr_opts *o, const char *name) {
+  char path[512];
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/%s.%d", o->id_dir, name, o->rank);
+  if ((f = fopen(path, "w")) == NULL || fclose(f) != 0) {
+    fprintf(stderr, "rank %d: FAIL writing %s: %s\n", o->rank, path, strerror(errno));
+    return -1;
+  }
+  for (int i = 0; i < 30000; i++) {
+    int r = 0;
+    for (; r < o->nranks; r++) {
+      snprintf(path, sizeof(path), "%s/%s.%d", o->id_dir, name, r);
+      if (access(path, F_OK) != 0) break;
+    }
+    if (r == o->nranks) return 0;
+    usleep(10 * 1000);
+  }
+  fprintf(stderr, "rank %d: FAIL not every rank reached %s in 300 s\n", o->rank, name);
+  return -1;
+}
+
+/* One line per step for tests/nccl/scale.sh: wall-clock start and end (the
+ * ranks share the host's clock) and the census after the step. */
+static void nr_report(const struct nr_opts *o, const char *step, double t0, double t1,
+                      const struct nr_census *c) {
+  printf("SCALE rank %d nranks %d step %s start %.6f end %.6f fds %d tcp %d unix %d eventfd %d "
+         "other %d listen %d threads %d rail_threads %d rss_kb %ld\n",
+         o->rank, o->nranks, step, t0, t1, c->fds, c->tcp, c->unix_socks, c->eventfds, c->other,
+         c->listening, c->threads, c->rail_threads, c->rss_kb);
+}
+
+struct nr_a2a {
+  void *send, *recv, *stream;
+};
+
+/* ncclSend and ncclRecv of o->alltoall bytes to and from every peer, in one
+ * group: NCCL connects every peer it has no p2p connection to yet before
+ * ncclGroupEnd returns (group.cc's preconnect jobs), so the group's time is
+ * the all-to-all connect. Peers in the order rank+1, rank+2, ... so that
+ * the ranks do not all start with rank 0. No kernel runs: the sends and
+ * receives stay pending, and only ncclCommAbort ends the communicator. */
+static int nr_alltoall(const struct nr_opts *o, const struct nr_api *api, nr_comm comm,
+                       struct nr_a2a *a, const char *barrier, double *t0, double *t1) {
+  size_t count = o->alltoall / sizeof(float);
+  int rc;
+
+  if (api->cuda_malloc(&a->send, o->alltoall * (size_t)o->nranks) != 0 ||
+      api->cuda_malloc(&a->recv, o->alltoall * (size_t)o->nranks) != 0 ||
+      api->cuda_stream_create(&a->stream, 0) != 0) {
+    fprintf(stderr, "rank %d: FAIL cudaMalloc/cudaStreamCreateWithFlags\n", o->rank);
+    return -1;
+  }
+  if (nr_barrier(o, barrier) != 0) return -1;
+  *t0 = nr_now();
+  if ((rc = api->group_start()) != 0) {
+    nr_fail("ncclGroupStart", rc, api);
+    return -1;
+  }
+  for (int i = 1; i < o->nranks; i++) {
+    int peer = (o->rank + i) % o->nranks;
+    char *s = (char *)a->send + (size_t)peer * o->alltoall;
+    char *r = (char *)a->recv + (size_t)peer * o->alltoall;
+    if ((rc = api->send(s, count, NR_FLOAT32, peer, comm, a->stream)) != 0 ||
+        (rc = api->recv(r, count, NR_FLOAT32, peer, comm, a->stream)) != 0) {
+      nr_fail("ncclSend/ncclRecv", rc, api);
+      api->group_end();
+      return -1;
+    }
+  }
+  if ((rc = api->group_end()) != 0) {
+    nr_fail("ncclGroupEnd (the all-to-all connect)", rc, api);
+    return -1;
+  }
+  *t1 = nr_now();
+  return 0;
+}
+
+static void nr_alltoall_free(const struct nr_api *api, struct nr_a2a *a) {
+  if (a->stream != NULL) api->cuda_stream_destroy(a->stream);
+  api->cuda_free(a->recv);
+  api->cuda_free(a->send);
+  memset(a, 0, sizeof(*a));
+}
+
+/* Communicator 2: init, the all-to-all, abort; communicator 3: init,
+ * finalize, destroy. What each took must all come back. Communicator 3
+ * has no all-to-all: without a GPU no kernel ever runs the sends and
+ * receives NCCL's proxy holds, and ncclCommDestroy (with or without
+ * ncclCommFinalize) waits for them for ever; only abort ends such a
+ * communicator here. */
+static int nr_alltoall_close(const struct nr_opts *o, const struct nr_api *api, int which,
+                             const struct nr_census *base) {
+  struct nr_a2a a = {0};
+  double t0, t1;
+  nr_comm comm;
+  int rc;
+
+  if (which == 3) {
+    if (nr_orderly(o, api, 3) != 0) return -1;
+    return nr_settled("communicator 3 (init, finalize, destroy)", base);
+  }
+  if (nr_init(o, api, which, &comm) != 0) return -1;
+  if (nr_alltoall(o, api, comm, &a, "a2a2", &t0, &t1) != 0) return -1;
+  if ((rc = api->comm_abort(comm)) != 0) {
+    nr_fail("ncclCommAbort", rc, api);
+    return -1;
+  }
+  nr_alltoall_free(api, &a);
+  return nr_settled("communicator 2 (init, all-to-all, abort)", base);
+}
+
+/* The scale run (tests/nccl/scale.py): communicator 1's timed init and
+ * all-to-all with a census after each; the fds the all-to-all added per
+ * peer against o->fds_per_peer; with o->close_checks, communicators 2
+ * (all-to-all, aborted) and 3 (destroyed) must give back everything;
+ * then communicator 1 is aborted and no plugin thread may be left. */
+static int nr_run_alltoall(const struct nr_opts *o, const struct nr_api *api) {
+  struct nr_census at_init, at_a2a;
+  struct nr_a2a a = {0};
+  double t0, t1, per_peer;
+  nr_comm first;
+  int rc;
+
+  if (nr_barrier(o, "start") != 0) return -1;
+  t0 = nr_now();
+  if (nr_init(o, api, 1, &first) != 0) return -1;
+  t1 = nr_now();
+  nr_take(&at_init);
+  nr_report(o, "init", t0, t1, &at_init);
+  if (nr_alltoall(o, api, first, &a, "a2a1", &t0, &t1) != 0) return -1;
+  nr_take(&at_a2a);
+  nr_report(o, "alltoall", t0, t1, &at_a2a);
+  per_peer = o->nranks > 1 ? (double)(at_a2a.fds - at_init.fds) / (o->nranks - 1) : 0;
+  printf("rank %d: the all-to-all added %d fds, %.2f per peer (bound %.2f), and %d threads\n",
+         o->rank, at_a2a.fds - at_init.fds, per_peer, o->fds_per_peer,
+         at_a2a.threads - at_init.threads);
+  if (o->fds_per_peer > 0 && per_peer > o->fds_per_peer) {
+    printf("rank %d: FAIL the all-to-all added %.2f fds per peer, more than %.2f\n  %s\n", o->rank,
+           per_peer, o->fds_per_peer, at_a2a.names);
+    return -1;
+  }
+  if (o->close_checks &&
+      (nr_alltoall_close(o, api, 2, &at_a2a) != 0 || nr_alltoall_close(o, api, 3, &at_a2a) != 0))
+    return -1;
+  if ((rc = api->comm_abort(first)) != 0) {
+    nr_fail("ncclCommAbort", rc, api);
+    return -1;
+  }
+  nr_alltoall_free(api, &a);
+  printf("rank %d: communicator 1 aborted\n", o->rank);
+  return nr_no_plugin_threads();
+}
+
 static int nr_parse(int argc, char **argv, struct nr_opts *o) {
   memset(o, 0, sizeof(*o));
   o->rank = -1;
+  o->close_checks = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--nccl") == 0)
       o->lib = argv[i + 1];
@@ -353,6 +590,12 @@ static int nr_parse(int argc, char **argv, struct nr_opts *o) {
       o->rank = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--nranks") == 0)
       o->nranks = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--alltoall") == 0)
+      o->alltoall = strtoull(argv[i + 1], NULL, 0);
+    else if (strcmp(argv[i], "--close-checks") == 0)
+      o->close_checks = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--fds-per-peer") == 0)
+      o->fds_per_peer = atof(argv[i + 1]);
     else if (strcmp(argv[i], "--sizes") == 0) {
       char *s = argv[i + 1], *end;
       while (*s != '\0' && o->nsizes < 16) {
@@ -367,7 +610,8 @@ static int nr_parse(int argc, char **argv, struct nr_opts *o) {
   }
   if (o->lib == NULL || o->id_dir == NULL || o->rank < 0 || o->nranks < 1 || o->rank >= o->nranks) {
     fprintf(stderr, "usage: nccl_rank --nccl LIB --rank R --nranks N --id-dir DIR "
-                    "[--sizes B,B,...]\n");
+                    "[--sizes B,B,...]\n"
+                    "       [--alltoall BYTES [--close-checks 0|1] [--fds-per-peer F]]\n");
     return -1;
   }
   if (o->nsizes == 0) {
@@ -393,7 +637,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rank %d: FAIL cudaSetDevice(0)\n", o.rank);
     return 1;
   }
-  if (nr_run(&o, &api) != 0) return 1;
+  if ((o.alltoall > 0 ? nr_run_alltoall(&o, &api) : nr_run(&o, &api)) != 0) return 1;
   printf("rank %d: PASS (no kernel ran: the collectives' data was not moved or checked)\n", o.rank);
   return 0;
 }

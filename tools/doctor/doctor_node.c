@@ -115,36 +115,70 @@ static void doctor_mtu(struct rail_doctor *d, const struct rail_topo *t) {
   }
 }
 
+/* The shortest round trip (us) at which the transport's K for this rail
+ * group rises above k (the bandwidth-delay rule, net/socket/stream.h); 0
+ * if it never does. */
+static unsigned doctor_long_rtt_us(const struct rail_transport *t, int speed, int nrails, int k) {
+  unsigned lo = 1, hi = 1000000;
+
+  if (t->data_streams(speed, nrails, hi) <= k) return 0;
+  while (lo < hi) {
+    unsigned mid = lo + (hi - lo) / 2;
+    if (t->data_streams(speed, nrails, mid) > k)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 /* RLIMIT_NOFILE against what the widest rail group's connections need
- * (net/core/setup.h says the arithmetic): below it, a rank's accepts and
- * connects fail once it has that many connections open. */
+ * (net/core/setup.h says the arithmetic), round trip included: K rises on
+ * a long link, so the need is given for a short link and for a link whose
+ * round trip raises K as far as it goes. The plugin raises the soft limit
+ * to the hard one at init where the long-link need is above it
+ * (rail_setup_fd_limit), so only a hard limit below that need is a
+ * warning: the accepts and connects of a rank past it fail. */
 static void doctor_fd_limit(struct rail_doctor *d, const struct rail_topo *t) {
-  int nrails = 1, speed = 0, k;
+  const struct rail_transport *tr = rail_transport_fallback();
+  int nrails = 1, speed = 0, k, klong;
+  unsigned rtt;
   struct rlimit rl;
-  long need;
+  long need, need_long;
+  char longer[160] = "";
 
   for (int g = 0; g < t->ngroups; g++)
     if (rail_topo_group_used(t, g) && t->groups[g].nnics >= nrails) {
       nrails = t->groups[g].nnics;
       speed = t->nics[t->groups[g].nics[0]].speed_mbps;
     }
-  k = rail_transport_fallback()->data_streams(speed, nrails, 0);
+  k = tr->data_streams(speed, nrails, 0);
   need = rail_setup_fds_needed(nrails, k);
+  rtt = doctor_long_rtt_us(tr, speed, nrails, k);
+  klong = rtt > 0 ? tr->data_streams(speed, nrails, 1000000) : k;
+  need_long = rail_setup_fds_needed(nrails, klong);
+  if (rtt > 0)
+    snprintf(longer, sizeof(longer),
+             "; %ld with %d streams per rail where a round trip is %u us or more", need_long, klong,
+             rtt);
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-  if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need)
+  if (rl.rlim_max != RLIM_INFINITY && (long long)rl.rlim_max < need_long)
     rail_doctor_say(d, RAIL_DOCTOR_WARN, "fds",
                     "raise it (ulimit -n in the job's shell, LimitNOFILE= for a service, "
                     "nofile in /etc/security/limits.conf)",
                     "RLIMIT_NOFILE is %llu (hard %llu); a rank needs %ld: %d connections x %d "
-                    "rail(s) x (1 + %d) sockets + %d",
+                    "rail(s) x (1 + %d) sockets + %d%s",
                     (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, need,
-                    RAIL_SETUP_EXPECTED_COMMS, nrails, k, RAIL_SETUP_NCCL_FDS);
+                    RAIL_SETUP_EXPECTED_COMMS, nrails, k, RAIL_SETUP_NCCL_FDS, longer);
   else
     rail_doctor_say(d, RAIL_DOCTOR_OK, "fds", NULL,
-                    "RLIMIT_NOFILE %llu covers a rank's %ld (%d connections x %d rail(s) x (1 + "
-                    "%d) sockets + %d)",
-                    (unsigned long long)rl.rlim_cur, need, RAIL_SETUP_EXPECTED_COMMS, nrails, k,
-                    RAIL_SETUP_NCCL_FDS);
+                    "RLIMIT_NOFILE %llu (hard %llu) covers a rank's %ld (%d connections x %d "
+                    "rail(s) x (1 + %d) sockets + %d%s)%s",
+                    (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, need,
+                    RAIL_SETUP_EXPECTED_COMMS, nrails, k, RAIL_SETUP_NCCL_FDS, longer,
+                    rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need_long
+                        ? ": the plugin raises the soft limit to the hard one at init"
+                        : "");
 }
 
 void rail_doctor_check_nics(struct rail_doctor *d) {
