@@ -18,7 +18,7 @@
 #   entry for libibverbs/librdmacm/libmlx5 and no undefined ibv_ symbol
 #   (verbs, if ever used, come through dlopen).
 # no_libhwloc: likewise without hwloc (plain CUDA images lack it): no NEEDED
-#   libhwloc and no undefined hwloc_ symbol (topology/hwloc_api.h).
+#   libhwloc and no undefined hwloc_ symbol (topology/load/hwloc_api.h).
 set -u
 mode=$1
 so=$2
