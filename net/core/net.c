@@ -117,10 +117,6 @@ static void rail_net_remake_locked(void) {
   }
 }
 
-/* A round trip longer than any job's (1 s): K at it is the most a device's
- * connections may open per rail (stream.h: the bandwidth-delay rule). */
-#define RAIL_NET_LONGEST_RTT_US 1000000u
-
 /* The fd model (setup.h) for the device whose connections take the most
  * sockets, with the K a long link would raise it to (the round trip is
  * known only at connect), and the soft RLIMIT_NOFILE raised where it is
@@ -134,7 +130,7 @@ static void rail_net_fd_limit_locked(void) {
     int dk;
     if (dev->transport == NULL || dev->transport->data_streams == NULL) continue;
     dk = dev->transport->data_streams(dev->rails[0].speed_mbps, dev->nrails,
-                                      RAIL_NET_LONGEST_RTT_US);
+                                      RAIL_SETUP_LONGEST_RTT_US);
     if (most < 0 || dev->nrails * (1 + dk) > nrails * (1 + k)) {
       most = d;
       nrails = dev->nrails;

@@ -62,6 +62,10 @@ int rail_connect_start(const struct rail_device *dev, const struct rail_topo_fp 
  * RAIL_SETUP_NCCL_FDS is what NCCL, CUDA and the process hold besides. */
 #define RAIL_SETUP_EXPECTED_COMMS 128
 #define RAIL_SETUP_NCCL_FDS 1024
+/* A round trip longer than any job's (1 s): K at it is the most a
+ * connection may open per rail (stream.h: the bandwidth-delay rule), the K
+ * the fd model takes for a long link (net.c at init, doctor). */
+#define RAIL_SETUP_LONGEST_RTT_US 1000000u
 long rail_setup_fds_needed(int nrails, int nstreams);
 /* Raises the soft RLIMIT_NOFILE where the model above, for connections of
  * nrails x (1 + nstreams) sockets, says a rank would cross it and the hard

@@ -119,7 +119,7 @@ static void doctor_mtu(struct rail_doctor *d, const struct rail_topo *t) {
  * group rises above k (the bandwidth-delay rule, net/socket/stream.h); 0
  * if it never does. */
 static unsigned doctor_long_rtt_us(const struct rail_transport *t, int speed, int nrails, int k) {
-  unsigned lo = 1, hi = 1000000;
+  unsigned lo = 1, hi = RAIL_SETUP_LONGEST_RTT_US;
 
   if (t->data_streams(speed, nrails, hi) <= k) return 0;
   while (lo < hi) {
@@ -155,7 +155,7 @@ static void doctor_fd_limit(struct rail_doctor *d, const struct rail_topo *t) {
   k = tr->data_streams(speed, nrails, 0);
   need = rail_setup_fds_needed(nrails, k);
   rtt = doctor_long_rtt_us(tr, speed, nrails, k);
-  klong = rtt > 0 ? tr->data_streams(speed, nrails, 1000000) : k;
+  klong = rtt > 0 ? tr->data_streams(speed, nrails, RAIL_SETUP_LONGEST_RTT_US) : k;
   need_long = rail_setup_fds_needed(nrails, klong);
   if (rtt > 0)
     snprintf(longer, sizeof(longer),
